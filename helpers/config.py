@@ -1,0 +1,55 @@
+"""Series-wide settings: quick mode, the data directory and the repository's URL.
+
+Introduced in notebooks/01_generators_and_iterables.ipynb (the setup cell).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# The one place the repository's address is kept. `python -m helpers.notebook_tools sync`
+# writes it into every notebook's Colab cell and badge; a test checks they agree.
+REPO_URL = "https://github.com/bigger-than-memory/bigger-than-memory"
+REPO_BRANCH = "main"
+
+QUICK_ENV = "TUTORIAL_QUICK"
+DATA_DIR_ENV = "TUTORIAL_DATA_DIR"
+
+
+def quick_mode() -> bool:
+    """True when `TUTORIAL_QUICK` is set to a true value (1, true, yes, on).
+
+    >>> os.environ["TUTORIAL_QUICK"] = "1"; quick_mode()
+    True
+    """
+    return os.environ.get(QUICK_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def pick(quick, full):
+    """Return `quick` in quick mode and `full` otherwise: quick mode changes sizes only.
+
+    >>> n_train = pick(quick=2_000, full=60_000)
+    """
+    return quick if quick_mode() else full
+
+
+def repo_root() -> Path | None:
+    """The checkout this package lives in, or None when installed from a wheel (Colab)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").exists() and (root / "notebooks").is_dir() else None
+
+
+def data_dir() -> Path:
+    """Where datasets and generated files live, created if missing.
+
+    `TUTORIAL_DATA_DIR` wins; otherwise `data/` at the repository root; outside a checkout
+    (for example on Colab, where `helpers` is pip-installed) `data/` under the working directory.
+    """
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        path = Path(env).expanduser()
+    else:
+        root = repo_root()
+        path = (root if root is not None else Path.cwd()) / "data"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,187 @@
+import io
+import pickle
+import tarfile
+
+import numpy as np
+import pytest
+
+from helpers import datasets
+from helpers.datasets import DatasetFileError, DatasetUnavailableError, load_cifar10, load_mnist
+from tests.conftest import write_small_cifar_folder, write_small_mnist_npz
+
+
+# ---------------------------------------------------------------- MNIST from data/
+
+
+def test_small_npz_in_data_dir_loads_without_network(data_dir, monkeypatch):
+    arrays = write_small_mnist_npz(data_dir / "mnist.npz")
+
+    def must_not_download(*a, **k):
+        raise AssertionError("a local file must be used before any download")
+
+    import keras
+
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", must_not_download)
+    (x_train, y_train), (x_test, y_test) = load_mnist()
+    assert np.array_equal(x_train, arrays["x_train"]) and np.array_equal(y_test, arrays["y_test"])
+    assert x_train.dtype == np.uint8 and y_train.dtype == np.uint8
+    assert x_test.shape == (10, 28, 28) and y_train.shape == (20,)
+    assert datasets.source_of("mnist") == f"file {data_dir / 'mnist.npz'}"
+
+
+def test_corrupt_npz_names_the_file(data_dir):
+    (data_dir / "mnist.npz").write_bytes(b"this is not a zip file at all")
+    with pytest.raises(DatasetFileError) as err:
+        load_mnist()
+    assert str(data_dir / "mnist.npz") in str(err.value)
+    assert "corrupt" in str(err.value)
+
+
+def test_truncated_npz_names_the_file(data_dir):
+    write_small_mnist_npz(data_dir / "mnist.npz")
+    raw = (data_dir / "mnist.npz").read_bytes()
+    (data_dir / "mnist.npz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(DatasetFileError, match="truncated or corrupt") as err:
+        load_mnist()
+    assert "mnist.npz" in str(err.value)
+
+
+def test_npz_with_wrong_layout_says_what_is_missing(data_dir):
+    np.savez(data_dir / "mnist.npz", images=np.zeros((3, 28, 28), np.uint8))
+    with pytest.raises(DatasetFileError, match="lacks x_train, y_train, x_test, y_test"):
+        load_mnist()
+
+
+def test_npz_with_wrong_image_shape_is_refused(data_dir):
+    np.savez(
+        data_dir / "mnist.npz",
+        x_train=np.zeros((3, 32, 32), np.uint8), y_train=np.zeros(3, np.uint8),
+        x_test=np.zeros((2, 28, 28), np.uint8), y_test=np.zeros(2, np.uint8),
+    )
+    with pytest.raises(DatasetFileError, match=r"x_train should be uint8 images of shape \(N, 28, 28\)"):
+        load_mnist()
+
+
+# ---------------------------------------------------------------- no source at all
+
+
+def test_no_source_outside_quick_mode_gives_the_three_ways_out(data_dir, offline, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_QUICK", "0")
+    with pytest.raises(DatasetUnavailableError) as err:
+        load_mnist()
+    message = str(err.value)
+    assert str(data_dir / "mnist.npz") in message
+    assert "connect to the internet" in message
+    assert "python -m helpers.datasets download" in message
+    assert "TUTORIAL_QUICK=1" in message
+    assert "no network in this test" in message  # the downloader's reason is passed on
+
+
+def test_quick_mode_falls_back_to_a_stand_in_and_says_so(data_dir, offline, monkeypatch, capsys):
+    monkeypatch.setenv("TUTORIAL_QUICK", "1")
+    (x_train, y_train), (x_test, y_test) = load_mnist()
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "stand-in" in out
+    assert x_train.shape[1:] == (28, 28) and x_train.dtype == np.uint8
+    assert set(np.unique(y_train)) == set(range(10))
+    assert datasets.source_of("mnist") == "stand-in (generated)"
+
+    (cx_train, cy_train), (cx_test, cy_test) = load_cifar10()
+    assert cx_train.shape[1:] == (32, 32, 3) and cy_train.shape == (len(cx_train), 1)
+    assert cx_test.dtype == np.uint8 and cy_test.dtype == np.uint8
+
+
+def test_keras_loader_is_used_when_there_is_no_local_file(data_dir, monkeypatch):
+    import keras
+
+    fake = ((np.zeros((2, 28, 28), np.uint8), np.zeros(2, np.uint8)), (np.zeros((1, 28, 28), np.uint8), np.zeros(1, np.uint8)))
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", lambda: fake)
+    assert load_mnist() is fake
+    assert datasets.source_of("mnist").startswith("keras")
+
+
+# ---------------------------------------------------------------- CIFAR-10 from data/
+
+
+def test_cifar_folder_loads_with_keras_shapes(data_dir, offline):
+    written = write_small_cifar_folder(data_dir / "cifar-10-batches-py")
+    (x_train, y_train), (x_test, y_test) = load_cifar10()
+    assert x_train.shape == (30, 32, 32, 3) and y_train.shape == (30, 1)
+    assert x_test.shape == (6, 32, 32, 3) and y_test.shape == (6, 1)
+    # Channels-last: pixel (row 0, col 1) of image 0 takes bytes 1, 1025 and 2049 of its row.
+    row = written["data_batch_1"][0][0]
+    assert list(x_train[0, 0, 1]) == [row[1], row[1025], row[2049]]
+    assert y_test[:, 0].tolist() == written["test_batch"][1]
+
+
+def test_missing_cifar_batch_is_named(data_dir, offline):
+    write_small_cifar_folder(data_dir / "cifar-10-batches-py")
+    (data_dir / "cifar-10-batches-py" / "data_batch_3").unlink()
+    with pytest.raises(DatasetFileError, match="data_batch_3 is missing"):
+        load_cifar10()
+
+
+def test_corrupt_cifar_batch_is_named(data_dir, offline):
+    write_small_cifar_folder(data_dir / "cifar-10-batches-py")
+    path = data_dir / "cifar-10-batches-py" / "test_batch"
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(DatasetFileError) as err:
+        load_cifar10()
+    assert str(path) in str(err.value) and "truncated or corrupt" in str(err.value)
+
+
+def test_cifar_batch_that_tries_to_run_code_is_refused(data_dir, offline):
+    write_small_cifar_folder(data_dir / "cifar-10-batches-py")
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with open(data_dir / "cifar-10-batches-py" / "test_batch", "wb") as f:
+        pickle.dump({b"data": Evil(), b"labels": []}, f)
+    with pytest.raises(DatasetFileError, match="refusing to load builtins.print"):
+        load_cifar10()
+
+
+# ---------------------------------------------------------------- download for offline rooms
+
+
+def test_fetch_verifies_the_checksum_and_keeps_nothing_on_mismatch(tmp_path):
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"x" * 100_000)
+    good = datasets.sha256_of(source)
+    dest = datasets.fetch(source.as_uri(), tmp_path / "out" / "copy.bin", good)
+    assert dest.read_bytes() == source.read_bytes()
+
+    with pytest.raises(DatasetFileError, match="expected 0000"):
+        datasets.fetch(source.as_uri(), tmp_path / "out" / "bad.bin", "0" * 64)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["copy.bin"]
+
+
+def test_download_mnist_and_cifar_from_local_urls(tmp_path):
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    write_small_mnist_npz(origin / "mnist.npz")
+    write_small_cifar_folder(origin / "cifar-10-batches-py")
+    archive = origin / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(origin / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+
+    target = tmp_path / "data"
+    target.mkdir()
+    datasets.download_mnist(target, (origin / "mnist.npz").as_uri(), datasets.sha256_of(origin / "mnist.npz"))
+    datasets.download_cifar10(target, archive.as_uri(), datasets.sha256_of(archive))
+    (x_train, _), _ = load_mnist(target, allow_download=False)
+    (cx_train, _), _ = load_cifar10(target, allow_download=False)
+    assert x_train.shape == (20, 28, 28) and cx_train.shape == (30, 32, 32, 3)
+    # Only the finished dataset is left behind: no archive, no temporary folder.
+    assert sorted(p.name for p in target.iterdir()) == ["cifar-10-batches-py", "mnist.npz"]
+
+
+def test_download_command_reports_errors_without_a_traceback(tmp_path, monkeypatch, capsys):
+    def refuse(*a, **k):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", refuse)
+    assert datasets.main(["download", "--data-dir", str(tmp_path), "--only", "mnist"]) == 1
+    assert "error: Name or service not known" in capsys.readouterr().err
