@@ -11,7 +11,7 @@ import warnings
 
 
 @contextlib.contextmanager
-def _stderr_to_devnull():
+def stderr_to_devnull():
     """Hide what C++ libraries write to file descriptor 2 (Python's own errors still raise)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = os.dup(2)
@@ -38,7 +38,7 @@ def start(seed: int = 42):
     # once TensorFlow is loaded; the few lines printed while its libraries load ignore it, so
     # the import and the first device query run with C-level stderr sent to /dev/null.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    with _stderr_to_devnull():
+    with stderr_to_devnull():
         import tensorflow as tf
         import keras
 

@@ -1,0 +1,83 @@
+"""Timing that survives a noisy machine: warm-up, several runs, medians, and paired ratios.
+
+Introduced in notebooks/02_tfrecord_conversion.ipynb.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Timing:
+    """Seconds per run: the median and the spread of several runs after a warm-up."""
+
+    runs: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return min(self.runs), max(self.runs)
+
+    def __str__(self) -> str:
+        low, high = self.spread
+        return f"{self.median * 1e3:.1f} ms (range {low * 1e3:.1f}–{high * 1e3:.1f}, {len(self.runs)} runs)"
+
+
+def time_runs(function: Callable[[], object], repeats: int = 5, warmup: int = 1) -> Timing:
+    """Call `function` `warmup` times untimed, then `repeats` times timed.
+
+    >>> time_runs(lambda: sum(range(10_000))).median > 0
+    True
+    """
+    for _ in range(warmup):
+        function()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        runs.append(time.perf_counter() - start)
+    return Timing(runs)
+
+
+@dataclass
+class PairedRatio:
+    """How many times longer `slow` took than `fast`, from alternating runs."""
+
+    ratios: list[float]
+    slow: Timing
+    fast: Timing
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ratios)
+
+    def __str__(self) -> str:
+        return f"{self.median:.2f}× (range {min(self.ratios):.2f}–{max(self.ratios):.2f}, {len(self.ratios)} pairs)"
+
+
+def paired_ratio(slow: Callable[[], object], fast: Callable[[], object], repeats: int = 5, warmup: int = 1) -> PairedRatio:
+    """Time `slow` and `fast` alternately (A, B, A, B, …) and return the median of the pairwise
+    ratios slow/fast: a slow-down of the whole machine hits both sides of a pair, so it cancels.
+
+    >>> paired_ratio(lambda: sum(range(100_000)), lambda: sum(range(1_000))).median > 1
+    True
+    """
+    for _ in range(warmup):
+        slow()
+        fast()
+    ratios, slow_runs, fast_runs = [], [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        slow()
+        slow_runs.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        fast()
+        fast_runs.append(time.perf_counter() - start)
+        ratios.append(slow_runs[-1] / fast_runs[-1])
+    return PairedRatio(ratios, Timing(slow_runs), Timing(fast_runs))
