@@ -171,6 +171,7 @@ class SplitManifest:
     feature_spec: dict
     num_shards: int
     total_records: int
+    fingerprint: str | None = None
     shards: list[ShardInfo] = field(default_factory=list)
     complete: bool = False
 
@@ -182,7 +183,17 @@ class SplitManifest:
         return [str(Path(directory) / s.file) for s in self.shards]
 
     def settings(self) -> tuple:
-        return (self.encoding, self.compression, self.feature_spec, self.num_shards, self.total_records)
+        return (self.encoding, self.compression, self.feature_spec, self.num_shards, self.total_records, self.fingerprint)
+
+
+def fingerprint_arrays(*arrays: np.ndarray) -> str:
+    """A short SHA-256 of arrays' shapes, dtypes and bytes: pass it as `write_shards(fingerprint=...)`."""
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(memoryview(array).cast("B"))
+    return digest.hexdigest()[:16]
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:
@@ -282,6 +293,8 @@ def write_shards(
     encoding: str = "raw",
     compression: str | None = None,
     spec: FeatureSpec | None = None,
+    fingerprint: str | None = None,
+    overwrite: bool = False,
     progress: bool = True,
 ) -> SplitManifest:
     """Write an iterable of `(image, label)` records to `num_shards` TFRecord files, one at a time.
@@ -294,6 +307,9 @@ def write_shards(
 
     `total` is needed when `records` has no `len()`. `spec` is taken from the first record
     unless given (for `encoding="png"` it must be given: the decoded image's shape and dtype).
+    `fingerprint` is any string that identifies the input (`fingerprint_arrays` makes one):
+    shards written from other data are then never mistaken for complete. A re-run with other
+    settings or another fingerprint is refused, unless `overwrite=True` starts the split afresh.
 
     >>> manifest = write_shards(zip(x_train, y_train), "data/mnist", "train", num_shards=4, total=len(x_train))
     >>> manifest.total_records
@@ -333,16 +349,20 @@ def write_shards(
             f"use encoding='raw' (or one of {FLOAT_LIST_DTYPES})."
         )
 
-    manifest = SplitManifest(split, encoding, compression, spec.to_json(), num_shards, total)
+    manifest = SplitManifest(split, encoding, compression, spec.to_json(), num_shards, total, fingerprint)
     previous = load_manifest(directory).get(split)
     done: dict[str, ShardInfo] = {}
-    if previous is not None:
-        if previous.settings() != manifest.settings():
+    if previous is not None and previous.settings() != manifest.settings():
+        if not overwrite:
             raise ShardError(
-                f"{_manifest_path(directory)} already describes split {split!r} written with other settings "
-                f"(encoding, compression, spec, num_shards, total = {previous.settings()}). Write to another "
-                f"directory, or delete that split's files and its manifest entry first."
+                f"{_manifest_path(directory)} already describes split {split!r} written with other settings or data "
+                f"(encoding, compression, spec, num_shards, total, fingerprint = {previous.settings()}). Write to "
+                f"another directory, or pass overwrite=True to replace that split."
             )
+        for info in previous.shards:
+            (directory / info.file).unlink(missing_ok=True)
+        previous = None
+    if previous is not None:
         for info in previous.shards:
             path = directory / info.file
             if path.exists() and path.stat().st_size == info.bytes and _sha256(path) == info.sha256:

@@ -156,6 +156,18 @@ def test_rerun_with_other_settings_is_refused(tmp_path):
         T.write_shards(zip(images, range(4)), tmp_path, "train", 3, total=4, progress=False)
 
 
+def test_other_data_is_never_taken_for_complete_shards(tmp_path):
+    first, second = np.zeros((4, 2), np.uint8), np.ones((4, 2), np.uint8)
+    T.write_shards(zip(first, range(4)), tmp_path, "train", 2, total=4, fingerprint=T.fingerprint_arrays(first), progress=False)
+    with pytest.raises(ShardError, match="other settings or data"):
+        T.write_shards(zip(second, range(4)), tmp_path, "train", 2, total=4, fingerprint=T.fingerprint_arrays(second), progress=False)
+    T.write_shards(zip(second, range(4)), tmp_path, "train", 2, total=4, fingerprint=T.fingerprint_arrays(second),
+                   overwrite=True, progress=False)
+    got, _ = read_all(tmp_path, "train", 4, True)
+    assert np.array_equal(got, second)
+    assert T.fingerprint_arrays(first) != T.fingerprint_arrays(first.astype(np.int8))
+
+
 def test_reading_a_missing_split_says_which_exist(tmp_path):
     T.write_shards(zip(np.zeros((2, 2), np.uint8), range(2)), tmp_path, "train", 1, total=2, progress=False)
     with pytest.raises(ShardError, match=r"no split 'validation' \(splits there: train\)"):
