@@ -14,7 +14,6 @@ Introduced in notebooks/01_generators_and_iterables.ipynb.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import pickle
 import shutil
 import sys
@@ -28,6 +27,7 @@ import numpy as np
 
 from helpers import standins
 from helpers.config import QUICK_ENV, data_dir, quick_mode
+from helpers.files import partial_path, sha256_of
 
 Arrays = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -237,14 +237,6 @@ def load_cifar10(data_dir_override: Path | None = None, allow_download: bool = T
 
 # ---------------------------------------------------------------- download for offline rooms
 
-
-def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch(url: str, dest: Path, sha256: str, chunk: int = 1 << 16) -> Path:

@@ -12,7 +12,6 @@ Introduced in notebooks/02_tfrecord_conversion.ipynb.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -24,6 +23,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 import tensorflow as tf
+
+from helpers.files import atomic_write_text, fingerprint_arrays, partial_path, sha256_of
 
 MANIFEST = "manifest.json"
 ENCODINGS = ("raw", "float_list", "tensor", "png")
@@ -83,7 +84,7 @@ def example_from_raw(image: np.ndarray, label: int) -> bytes:
         features=tf.train.Features(
             feature={"image": _bytes_feature(np.ascontiguousarray(image).tobytes()), "label": _int64_feature(int(label))}
         )
-    ).SerializeToString()
+    ).SerializeToString(deterministic=True)
 
 
 class RawExampleEncoder:
@@ -91,6 +92,8 @@ class RawExampleEncoder:
 
     Building three nested protobuf messages for every record costs more than the
     serialization itself; reusing one gives the same bytes (a test checks) about 40% sooner.
+    Serialization is deterministic (map keys sorted), so the same records always make the
+    same file and the same checksum, in any process.
     """
 
     def __init__(self) -> None:
@@ -103,7 +106,7 @@ class RawExampleEncoder:
     def __call__(self, image: np.ndarray, label: int) -> bytes:
         self._image[0] = np.ascontiguousarray(image).tobytes()
         self._label[0] = int(label)
-        return self._example.SerializeToString()
+        return self._example.SerializeToString(deterministic=True)
 
 
 def example_from_float_list(image: np.ndarray, label: int) -> bytes:
@@ -115,7 +118,7 @@ def example_from_float_list(image: np.ndarray, label: int) -> bytes:
                 "label": _int64_feature(int(label)),
             }
         )
-    ).SerializeToString()
+    ).SerializeToString(deterministic=True)
 
 
 def example_from_tensor(image: np.ndarray, label: int) -> bytes:
@@ -127,14 +130,14 @@ def example_from_tensor(image: np.ndarray, label: int) -> bytes:
                 "label": _int64_feature(int(label)),
             }
         )
-    ).SerializeToString()
+    ).SerializeToString(deterministic=True)
 
 
 def example_from_png(png_bytes: bytes, label: int) -> bytes:
     """A PNG file's bytes stored as they are; they are decoded at read time with `tf.io.decode_png`."""
     return tf.train.Example(
         features=tf.train.Features(feature={"image": _bytes_feature(bytes(png_bytes)), "label": _int64_feature(int(label))})
-    ).SerializeToString()
+    ).SerializeToString(deterministic=True)
 
 
 def make_encoder(encoding: str) -> Callable[[np.ndarray, int], bytes]:
@@ -186,15 +189,6 @@ class SplitManifest:
         return (self.encoding, self.compression, self.feature_spec, self.num_shards, self.total_records, self.fingerprint)
 
 
-def fingerprint_arrays(*arrays: np.ndarray) -> str:
-    """A short SHA-256 of arrays' shapes, dtypes and bytes: pass it as `write_shards(fingerprint=...)`."""
-    digest = hashlib.sha256()
-    for array in arrays:
-        array = np.ascontiguousarray(array)
-        digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(memoryview(array).cast("B"))
-    return digest.hexdigest()[:16]
-
 
 def shard_name(split: str, index: int, num_shards: int) -> str:
     return f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord"
@@ -236,25 +230,13 @@ def read_manifest(directory: Path, split: str) -> SplitManifest:
     return manifest
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-
 
 def _save_split(directory: Path, manifest: SplitManifest) -> None:
     splits = load_manifest(directory)
     splits[manifest.split] = manifest
     doc = {"format": "bigger-than-memory tfrecord shards", "version": 1, "splits": {k: asdict(v) for k, v in splits.items()}}
-    _atomic_write_text(_manifest_path(directory), json.dumps(doc, indent=1))
+    atomic_write_text(_manifest_path(directory), json.dumps(doc, indent=1))
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _tf_options(compression: str | None) -> tf.io.TFRecordOptions | None:
@@ -365,7 +347,7 @@ def write_shards(
     if previous is not None:
         for info in previous.shards:
             path = directory / info.file
-            if path.exists() and path.stat().st_size == info.bytes and _sha256(path) == info.sha256:
+            if path.exists() and path.stat().st_size == info.bytes and sha256_of(path) == info.sha256:
                 done[info.file] = info
     for stale in directory.glob(f"{split}-*.tfrecord.partial"):
         stale.unlink()  # left by a run that was killed mid-shard
@@ -383,7 +365,8 @@ def write_shards(
                 bar.update(skipped)
                 manifest.shards.append(done[name])
                 continue
-            final, partial = directory / name, directory / (name + ".partial")
+            final = directory / name
+            partial = partial_path(final)
             try:
                 with tf.io.TFRecordWriter(str(partial), options) as writer:
                     written = 0
@@ -403,7 +386,7 @@ def write_shards(
                 partial.unlink(missing_ok=True)
                 raise
             os.replace(partial, final)
-            manifest.shards.append(ShardInfo(name, written, final.stat().st_size, _sha256(final)))
+            manifest.shards.append(ShardInfo(name, written, final.stat().st_size, sha256_of(final)))
             _save_split(directory, manifest)
         if next(iterator, None) is not None:
             raise ShardError(f"there are more records than total={total} for split {split!r}; pass the right total.")
@@ -591,7 +574,7 @@ def verify_shards(directory: str | Path, split: str | None = None) -> list[Shard
             count, problem = _scan(str(path), manifest.compression)
             if problem is None and count != info.records:
                 problem = f"holds {count:,} records but the manifest says {info.records:,}"
-            if problem is None and _sha256(path) != info.sha256:
+            if problem is None and sha256_of(path) != info.sha256:
                 problem = "checksum differs from the manifest: the file changed after it was written"
             reports.append(ShardReport(str(path), count, info.records, problem))
         if not manifest.complete:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from helpers import datasets
+from helpers.files import sha256_of
 from helpers.datasets import DatasetFileError, DatasetUnavailableError, load_cifar10, load_mnist
 from tests.conftest import write_small_cifar_folder, write_small_mnist_npz
 
@@ -149,7 +150,7 @@ def test_cifar_batch_that_tries_to_run_code_is_refused(data_dir, offline):
 def test_fetch_verifies_the_checksum_and_keeps_nothing_on_mismatch(tmp_path):
     source = tmp_path / "source.bin"
     source.write_bytes(b"x" * 100_000)
-    good = datasets.sha256_of(source)
+    good = sha256_of(source)
     dest = datasets.fetch(source.as_uri(), tmp_path / "out" / "copy.bin", good)
     assert dest.read_bytes() == source.read_bytes()
 
@@ -169,8 +170,8 @@ def test_download_mnist_and_cifar_from_local_urls(tmp_path):
 
     target = tmp_path / "data"
     target.mkdir()
-    datasets.download_mnist(target, (origin / "mnist.npz").as_uri(), datasets.sha256_of(origin / "mnist.npz"))
-    datasets.download_cifar10(target, archive.as_uri(), datasets.sha256_of(archive))
+    datasets.download_mnist(target, (origin / "mnist.npz").as_uri(), sha256_of(origin / "mnist.npz"))
+    datasets.download_cifar10(target, archive.as_uri(), sha256_of(archive))
     (x_train, _), _ = load_mnist(target, allow_download=False)
     (cx_train, _), _ = load_cifar10(target, allow_download=False)
     assert x_train.shape == (20, 28, 28) and cx_train.shape == (30, 32, 32, 3)
