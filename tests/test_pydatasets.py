@@ -1,0 +1,132 @@
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from helpers import png_folder as P
+from helpers.autoencoder import article_autoencoder
+from helpers.png_folder import PngFolderError
+from helpers.pydatasets import ArrayImageBatches, PngFolderBatches
+from helpers.throughput import compare_pipelines
+
+
+def make_folder(tmp_path, n=25, seed=0):
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, n)
+    P.export_png_folder(images, labels, tmp_path, "tr", progress=False)
+    return images, labels
+
+
+def all_indices(dataset):
+    return np.concatenate([dataset.batch_indices(i) for i in range(len(dataset))])
+
+
+def test_lengths_and_the_last_partial_batch(tmp_path):
+    images, _ = make_folder(tmp_path, n=25)
+    kept = PngFolderBatches(tmp_path, "tr", batch_size=10)
+    assert len(kept) == 3 and [len(kept[i][0]) for i in range(3)] == [10, 10, 5]
+    dropped = ArrayImageBatches(images, batch_size=10, drop_remainder=True)
+    assert len(dropped) == 2 and len(all_indices(dropped)) == 20
+    with pytest.raises(IndexError):
+        kept.batch_indices(3)
+
+
+def test_every_image_once_per_epoch_in_a_new_order(tmp_path):
+    images, _ = make_folder(tmp_path, n=25)
+    dataset = PngFolderBatches(tmp_path, "tr", batch_size=4, seed=1)
+    first = all_indices(dataset)
+    assert sorted(first) == list(range(25))
+    dataset.on_epoch_end()
+    second = all_indices(dataset)
+    assert sorted(second) == list(range(25)) and not np.array_equal(first, second)
+    assert sorted(all_indices(ArrayImageBatches(images, 4, shuffle=False))) == list(range(25))
+    assert np.array_equal(all_indices(ArrayImageBatches(images, 4, shuffle=False)), np.arange(25))
+
+
+def test_batches_are_input_target_pairs_scaled_to_unit_range(tmp_path):
+    images, _ = make_folder(tmp_path, n=9)
+    for dataset in (PngFolderBatches(tmp_path, "tr", batch_size=4, seed=2), ArrayImageBatches(images, 4, seed=2)):
+        x, y = dataset[1]
+        assert x is y and x.dtype == np.float32 and x.shape == (4, 32, 32, 3)
+        expected = images[np.sort(dataset.batch_indices(1))] if isinstance(dataset, ArrayImageBatches) \
+            else images[dataset.batch_indices(1)]
+        assert np.allclose(x * 255, expected)
+
+
+def test_memory_mapped_file_gives_the_same_batches_as_the_array(tmp_path):
+    images, _ = make_folder(tmp_path / "png", n=30)
+    packed = np.load(P.export_packed_uint8(images, tmp_path / "packed.npy"), mmap_mode="r")
+    a, b = ArrayImageBatches(images, 8, seed=3), ArrayImageBatches(packed, 8, seed=3)
+    for i in range(len(a)):
+        assert np.array_equal(a[i][0], b[i][0])
+
+
+def test_worker_settings_reach_keras(tmp_path):
+    make_folder(tmp_path, n=5)
+    dataset = PngFolderBatches(tmp_path, "tr", batch_size=2, workers=2, use_multiprocessing=True, max_queue_size=3)
+    assert (dataset.workers, dataset.use_multiprocessing, dataset.max_queue_size) == (2, True, 3)
+
+
+def test_bad_file_raises_naming_it_when_its_batch_is_read(tmp_path):
+    make_folder(tmp_path, n=6)
+    (tmp_path / "tr_00002.png").write_bytes(b"\x89PNG\r\n\x1a\ngarbage")
+    dataset = PngFolderBatches(tmp_path, "tr", batch_size=6)
+    with pytest.raises(PngFolderError, match="tr_00002.png is not a readable image"):
+        dataset[0]
+
+
+def test_skip_bad_files_warns_for_each_and_counts(tmp_path):
+    images, labels = make_folder(tmp_path, n=8)
+    (tmp_path / "tr_00002.png").write_bytes((tmp_path / "tr_00002.png").read_bytes()[:70])
+    P.Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(tmp_path / "tr_00005.png")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = PngFolderBatches(tmp_path, "tr", batch_size=4, skip_bad_files=True, shuffle=False)
+    messages = [str(w.message) for w in caught]
+    assert any("tr_00002.png" in m for m in messages) and any("tr_00005.png" in m for m in messages)
+    assert messages[-1].startswith("skipped 2 of 8 files")
+    assert len(dataset.paths) == 6 and dataset.labels.tolist() == np.delete(labels, [2, 5]).tolist()
+    x = np.concatenate([dataset[i][0] for i in range(len(dataset))])
+    assert np.allclose(x * 255, np.delete(images, [2, 5], axis=0))
+
+
+def test_label_mismatch_stops_before_training(tmp_path):
+    make_folder(tmp_path, n=5)
+    (tmp_path / "tr_label.txt").write_text("1\n2\n3\n4\n5\n6\n")
+    with pytest.raises(PngFolderError, match="missing: tr_00005.png"):
+        PngFolderBatches(tmp_path, "tr", batch_size=2)
+
+
+def test_autoencoder_trains_from_png_files_with_worker_processes(tmp_path):
+    make_folder(tmp_path, n=40)
+    keras.utils.set_random_seed(0)
+    model = article_autoencoder()
+    assert model.output_shape == (None, 32, 32, 3)
+    kinds = [type(layer).__name__ for layer in model.layers]
+    assert kinds.count("MaxPooling2D") == 3 and kinds.count("UpSampling2D") == 3
+    assert model.layers[-1].activation.__name__ == "sigmoid"
+    dataset = PngFolderBatches(tmp_path, "tr", batch_size=8, workers=2, use_multiprocessing=True)
+    history = model.fit(dataset, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+
+
+def test_compare_pipelines_pairs_each_pipeline_with_the_baseline_in_alternating_order():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    model.compile("sgd", "mse")
+    x = np.zeros((16, 4), np.float32)
+    order = []
+
+    def pipeline(name):
+        def make():
+            order.append(name)
+            return {"x": x, "y": x, "batch_size": 8}
+        return make
+
+    results = compare_pipelines(model, {"base": pipeline("base"), "a": pipeline("a"), "b": pipeline("b")},
+                                n_images=16, rounds=2, warmup_rounds=1)
+    assert order == ["base", "a", "base", "b", "a", "base", "b", "base", "base", "a", "base", "b"]
+    assert len(results["a"].ratios) == 2 and len(results["base"].seconds) == 4
+    assert results["a"].images_per_second > 0
