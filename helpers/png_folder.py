@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 from PIL import Image
 
 from helpers.files import atomic_write_bytes, atomic_write_text, partial_path
@@ -213,25 +214,26 @@ def export_packed_uint8(images: np.ndarray, path: str | Path, chunk: int = 4096)
     return path
 
 
+def _read_png_pair(path):
+    """One PNG file as an (input, target) pair of float32 images in [0, 1], in TensorFlow ops."""
+    image = tf.io.decode_png(tf.io.read_file(path), channels=3)
+    image = tf.cast(image, tf.float32) / 255.0
+    return image, image
+
+
 def tf_dataset_from_png_folder(folder: str | Path, prefix: str, batch_size: int, *, shuffle: bool = True,
-                               seed: int | None = None):
+                               seed: int | None = None, limit: int | None = None):
     """A `tf.data` pipeline over the same folder: file names → read → decode_png → batch.
 
     Reading and decoding are TensorFlow ops, so `num_parallel_calls` runs them on several
     threads at once without the GIL. Images come as `(x, x)` float32 pairs in [0, 1].
     """
-    import tensorflow as tf
-
     paths, _ = check_png_folder(folder, prefix)
+    paths = paths[:limit]
     files = tf.data.Dataset.from_tensor_slices([str(p) for p in paths])
     if shuffle:
         files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
 
-    def load(path):
-        image = tf.io.decode_png(tf.io.read_file(path), channels=3)
-        image = tf.cast(image, tf.float32) / 255.0
-        return image, image
-
-    return (files.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    return (files.map(_read_png_pair, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
             .batch(batch_size)
             .prefetch(tf.data.AUTOTUNE))

@@ -92,9 +92,10 @@ class PngFolderBatches(ImageBatches):
     >>> PngFolderBatches("data/dataset/train", "tr", batch_size=100, workers=2, use_multiprocessing=True)
     """
 
-    def __init__(self, folder: str | Path, prefix: str, batch_size: int, *,
+    def __init__(self, folder: str | Path, prefix: str, batch_size: int, *, limit: int | None = None,
                  image_shape: tuple[int, ...] = (32, 32, 3), skip_bad_files: bool = False, **kwargs):
-        self.paths, self.labels = check_png_folder(folder, prefix)
+        paths, labels = check_png_folder(folder, prefix)
+        self.paths, self.labels = paths[:limit], labels[:limit]  # limit: use only the first images
         self.image_shape = tuple(image_shape)
         self.skipped: list[tuple[Path, str]] = []
         if skip_bad_files:

@@ -13,38 +13,61 @@ import keras
 
 
 class EpochTimer(keras.callbacks.Callback):
-    """Records how long each epoch of `fit` took, in seconds (set-up before the epoch is excluded)."""
+    """Times one epoch of `fit`: when it began, and when each batch ended.
+
+    `first_batch_seconds` is the wait for the first batch to be trained, which includes the
+    pipeline's start-up (starting workers, opening files, filling buffers). `steady_seconds`
+    is the rest of the epoch, the part that scales with the size of the dataset.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.seconds: list[float] = []
+        self.batch_ends: list[float] = []
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
+        self.start = time.perf_counter()
+        self.batch_ends = []
 
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self._start)
+    def on_train_batch_end(self, batch, logs=None):
+        self.batch_ends.append(time.perf_counter())
+
+    @property
+    def first_batch_seconds(self) -> float:
+        return self.batch_ends[0] - self.start
+
+    @property
+    def steady_seconds(self) -> float:
+        return self.batch_ends[-1] - self.batch_ends[0]
 
 
 @dataclass
 class PipelineTiming:
+    """One pipeline's epochs: steady-state seconds, start-up seconds, and ratios to the baseline."""
+
     name: str
-    n_images: int
-    seconds: list[float] = field(default_factory=list)   # one per timed epoch
-    ratios: list[float] = field(default_factory=list)    # throughput / baseline's, per round
+    images_after_first_batch: int
+    seconds: list[float] = field(default_factory=list)          # steady part of each timed epoch
+    first_batch: list[float] = field(default_factory=list)      # start-up of each timed epoch
+    ratios: list[float] = field(default_factory=list)           # throughput / baseline's, per pair
 
     @property
     def images_per_second(self) -> float:
-        return self.n_images / statistics.median(self.seconds)
+        """Steady-state training throughput: images after the first batch / time they took (median epoch)."""
+        return self.images_after_first_batch / statistics.median(self.seconds)
 
     @property
     def spread(self) -> tuple[float, float]:
-        """Lowest and highest images/s over the timed epochs."""
-        return self.n_images / max(self.seconds), self.n_images / min(self.seconds)
+        """Lowest and highest steady-state images/s over the timed epochs."""
+        return self.images_after_first_batch / max(self.seconds), self.images_after_first_batch / min(self.seconds)
+
+    @property
+    def start_up(self) -> float:
+        """Median seconds from the start of an epoch to the end of its first batch."""
+        return statistics.median(self.first_batch)
 
     @property
     def ratio(self) -> float:
-        """Median over rounds of (this pipeline's throughput / the baseline's in the same round)."""
+        """Median over pairs of (this pipeline's throughput / the baseline's in the adjacent epoch)."""
         return statistics.median(self.ratios)
 
 
@@ -52,45 +75,52 @@ def compare_pipelines(
     model: keras.Model,
     pipelines: dict[str, Callable[[], dict]],
     n_images: int,
+    batch_size: int,
     rounds: int = 3,
     warmup_rounds: int = 1,
 ) -> dict[str, PipelineTiming]:
     """Train `model` one epoch at a time on each pipeline, each next to the baseline, and time it.
 
     The first pipeline is the baseline. In every round each other pipeline trains for one epoch
-    next to an epoch of the baseline (before it in odd rounds, after it in even ones), and its
-    ratio is (baseline seconds / its seconds) for that pair: a machine that slows down for a while slows both sides of the pair, so the ratio
-    holds. The ratio reported is the median over rounds. Warm-up rounds (tracing, file caches)
-    are not counted.
+    next to an epoch of the baseline (after it in even rounds, before it in odd ones), and its
+    ratio is (baseline seconds / its seconds) for that pair: a machine that slows down for a
+    while slows both sides of the pair, so the ratio holds. The ratio reported is the median
+    over rounds. Warm-up rounds (tracing, file caches) are not counted.
+
+    Throughput is measured from the end of each epoch's first batch to the end of its last, so
+    it is what a long epoch sustains; the first batch's wait (start-up) is recorded apart.
 
     Each value of `pipelines` returns the arguments for `model.fit` (for example
     `{"x": dataset}` or `{"x": x, "y": x, "batch_size": 100}`). It is called anew for every
-    epoch, so per-epoch set-up (starting worker processes, say) counts where it falls in real use.
+    epoch, as a new epoch starts its pipeline anew in real use.
     """
     names = list(pipelines)
     baseline = names[0]
-    results = {name: PipelineTiming(name, n_images) for name in names}
+    results = {name: PipelineTiming(name, n_images - min(batch_size, n_images)) for name in names}
 
-    def one_epoch(name: str) -> float:
+    def one_epoch(name: str) -> EpochTimer:
         timer = EpochTimer()
         model.fit(**pipelines[name](), epochs=1, verbose=0, callbacks=[timer])
-        return timer.seconds[0]
+        return timer
+
+    def record(name: str, timer: EpochTimer, base: EpochTimer) -> None:
+        results[name].seconds.append(timer.steady_seconds)
+        results[name].first_batch.append(timer.first_batch_seconds)
+        results[name].ratios.append(base.steady_seconds / timer.steady_seconds)
 
     for round_index in range(warmup_rounds + rounds):
         for name in names[1:] or names:
             # Alternate which side of the pair goes first (A B, then B A), so that anything the
             # first epoch after a switch pays falls on each side equally often.
             if round_index % 2 == 0:
-                base_seconds = one_epoch(baseline)
-                seconds = one_epoch(name) if name != baseline else base_seconds
+                base = one_epoch(baseline)
+                other = one_epoch(name) if name != baseline else base
             else:
-                seconds = one_epoch(name) if name != baseline else None
-                base_seconds = one_epoch(baseline)
-                seconds = base_seconds if seconds is None else seconds
-            if round_index < warmup_rounds:
-                continue
-            results[baseline].seconds.append(base_seconds)
-            results[baseline].ratios.append(1.0)
-            results[name].seconds.append(seconds)
-            results[name].ratios.append(base_seconds / seconds)
+                other = one_epoch(name) if name != baseline else None
+                base = one_epoch(baseline)
+                other = other or base
+            if round_index >= warmup_rounds:
+                record(baseline, base, base)
+                if name != baseline:
+                    record(name, other, base)
     return results

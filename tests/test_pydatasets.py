@@ -31,6 +31,8 @@ def test_lengths_and_the_last_partial_batch(tmp_path):
     assert len(dropped) == 2 and len(all_indices(dropped)) == 20
     with pytest.raises(IndexError):
         kept.batch_indices(3)
+    first_ten = PngFolderBatches(tmp_path, "tr", batch_size=4, limit=10, shuffle=False)
+    assert len(first_ten) == 3 and np.allclose(np.concatenate([first_ten[i][0] for i in range(3)]) * 255, images[:10])
 
 
 def test_every_image_once_per_epoch_in_a_new_order(tmp_path):
@@ -126,7 +128,8 @@ def test_compare_pipelines_pairs_each_pipeline_with_the_baseline_in_alternating_
         return make
 
     results = compare_pipelines(model, {"base": pipeline("base"), "a": pipeline("a"), "b": pipeline("b")},
-                                n_images=16, rounds=2, warmup_rounds=1)
+                                n_images=16, batch_size=8, rounds=2, warmup_rounds=1)
     assert order == ["base", "a", "base", "b", "a", "base", "b", "base", "base", "a", "base", "b"]
     assert len(results["a"].ratios) == 2 and len(results["base"].seconds) == 4
-    assert results["a"].images_per_second > 0
+    assert results["a"].images_after_first_batch == 8 and results["a"].images_per_second > 0
+    assert results["base"].ratios == [1.0] * 4 and len(results["b"].first_batch) == 2
