@@ -43,6 +43,8 @@ CIFAR_TEST_BATCH = "test_batch"
 # Stand-in sizes: they exist only for quick mode, so they are small enough to make in seconds.
 STANDIN_SIZES = {"mnist": (12_000, 2_000), "cifar10": (6_000, 1_000)}
 
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
 # Where the last load of each dataset came from, for notebooks to print or assert on.
 _sources: dict[str, str] = {}
 
@@ -62,6 +64,13 @@ def source_of(name: str) -> str:
     True
     """
     return _sources.get(name, "not loaded yet")
+
+
+def cifar10_class_names() -> list[str]:
+    """Names of the ten classes of whatever `load_cifar10()` last returned (real or stand-in)."""
+    if source_of("cifar10").startswith("stand-in"):
+        return [name for name, _ in standins.CIFAR_LIKE_CLASSES]
+    return list(CIFAR10_CLASSES)
 
 
 # ---------------------------------------------------------------- reading local files

@@ -88,6 +88,7 @@ def test_quick_mode_falls_back_to_a_stand_in_and_says_so(data_dir, offline, monk
     assert datasets.source_of("mnist") == "stand-in (generated)"
 
     (cx_train, cy_train), (cx_test, cy_test) = load_cifar10()
+    assert datasets.cifar10_class_names()[0] == "disk"  # the stand-in's own classes, not CIFAR's
     assert cx_train.shape[1:] == (32, 32, 3) and cy_train.shape == (len(cx_train), 1)
     assert cx_test.dtype == np.uint8 and cy_test.dtype == np.uint8
 
@@ -113,6 +114,7 @@ def test_cifar_folder_loads_with_keras_shapes(data_dir, offline):
     row = written["data_batch_1"][0][0]
     assert list(x_train[0, 0, 1]) == [row[1], row[1025], row[2049]]
     assert y_test[:, 0].tolist() == written["test_batch"][1]
+    assert datasets.cifar10_class_names()[0] == "airplane"
 
 
 def test_missing_cifar_batch_is_named(data_dir, offline):
