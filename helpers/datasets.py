@@ -186,7 +186,8 @@ def _unavailable(name: str, local: Path, reason: str) -> DatasetUnavailableError
     )
 
 
-def _load(name: str, local: Path, read_local, keras_loader, make_standin, allow_download: bool) -> Arrays:
+def _load(name: str, local: Path, read_local, make_standin, allow_download: bool) -> Arrays:
+    """Try the local file, then Keras's loader `keras.datasets.<name>.load_data`, then (quick mode) a stand-in."""
     if local.exists():
         arrays = read_local(local)
         _sources[name] = f"file {local}"
@@ -195,7 +196,9 @@ def _load(name: str, local: Path, read_local, keras_loader, make_standin, allow_
         arrays = None
         if allow_download:
             try:
-                arrays = keras_loader()
+                import keras
+
+                arrays = getattr(keras.datasets, name).load_data()
                 _sources[name] = "keras download cache (~/.keras/datasets)"
             except Exception as e:  # Keras wraps network errors in a bare Exception
                 reason = str(e).splitlines()[0][:200]
@@ -219,14 +222,8 @@ def load_mnist(data_dir_override: Path | None = None, allow_download: bool = Tru
 
     >>> (x_train, y_train), (x_test, y_test) = load_mnist()
     """
-
-    def keras_loader():
-        import keras
-
-        return keras.datasets.mnist.load_data()
-
     local = Path(data_dir_override or data_dir()) / MNIST_FILE
-    return _load("mnist", local, read_mnist_npz, keras_loader, standins.make_digits, allow_download)
+    return _load("mnist", local, read_mnist_npz, standins.make_digits, allow_download)
 
 
 def load_cifar10(data_dir_override: Path | None = None, allow_download: bool = True) -> Arrays:
@@ -234,14 +231,8 @@ def load_cifar10(data_dir_override: Path | None = None, allow_download: bool = T
 
     >>> (x_train, y_train), (x_test, y_test) = load_cifar10()
     """
-
-    def keras_loader():
-        import keras
-
-        return keras.datasets.cifar10.load_data()
-
     local = Path(data_dir_override or data_dir()) / CIFAR_DIR
-    return _load("cifar10", local, read_cifar_folder, keras_loader, standins.make_cifar_like, allow_download)
+    return _load("cifar10", local, read_cifar_folder, standins.make_cifar_like, allow_download)
 
 
 # ---------------------------------------------------------------- download for offline rooms
