@@ -562,10 +562,11 @@ def verify_shards(directory: str | Path, split: str | None = None) -> list[Shard
     splits = load_manifest(directory)
     if not splits:
         raise ShardError(f"{_manifest_path(directory)} is missing: there are no shards to verify.")
-    names = [split] if split else list(splits)
+    if split is not None and split not in splits:
+        read_manifest(directory, split)  # raises, naming the splits that do exist
     reports = []
-    for name in names:
-        manifest = splits[name] if name in splits else read_manifest(directory, name)
+    for name in [split] if split else list(splits):
+        manifest = splits[name]
         for info in manifest.shards:
             path = directory / info.file
             if not path.exists():

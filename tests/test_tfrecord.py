@@ -172,6 +172,8 @@ def test_reading_a_missing_split_says_which_exist(tmp_path):
     T.write_shards(zip(np.zeros((2, 2), np.uint8), range(2)), tmp_path, "train", 1, total=2, progress=False)
     with pytest.raises(ShardError, match=r"no split 'validation' \(splits there: train\)"):
         T.read_split(tmp_path, "validation")
+    with pytest.raises(ShardError, match=r"no split 'validation'"):
+        T.verify_shards(tmp_path, "validation")
 
 
 def _write_small(directory, n=40, num_shards=4, compression=None):
