@@ -24,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from helpers import standins
 from helpers.config import QUICK_ENV, data_dir, quick_mode
@@ -245,8 +246,6 @@ def fetch(url: str, dest: Path, sha256: str, chunk: int = 1 << 16) -> Path:
     The bytes go to `dest.part` first, so an interrupted or corrupt download never sits
     under the final name.
     """
-    from tqdm.auto import tqdm
-
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".part")

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 from PIL import Image
+from tqdm.auto import tqdm
 
 from helpers.files import atomic_write_bytes, atomic_write_text, partial_path
 
@@ -85,8 +86,6 @@ def export_png_folder(
 
     >>> export_png_folder(x_train[:5000], y_train[:5000], "data/dataset/train", "tr")
     """
-    from tqdm.auto import tqdm
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     labels = np.asarray(labels).reshape(-1)

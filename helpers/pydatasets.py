@@ -18,6 +18,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+from tqdm.auto import tqdm
 
 from helpers.png_folder import PngFolderError, check_png_folder, load_png
 
@@ -103,8 +104,6 @@ class PngFolderBatches(ImageBatches):
         super().__init__(len(self.paths), batch_size, **kwargs)
 
     def _without_bad_files(self) -> tuple[list[Path], np.ndarray]:
-        from tqdm.auto import tqdm
-
         keep = []
         for i, path in enumerate(tqdm(self.paths, desc="checking PNG files", unit="img", leave=False)):
             try:

@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 import tensorflow as tf
+from tqdm.auto import tqdm
 
 from helpers.files import atomic_write_text, fingerprint_arrays, partial_path, sha256_of
 
@@ -297,8 +298,6 @@ def write_shards(
     >>> manifest.total_records
     60000
     """
-    from tqdm.auto import tqdm
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if encoding not in ENCODINGS:

@@ -112,13 +112,14 @@ def compare_pipelines(
         for name in names[1:] or names:
             # Alternate which side of the pair goes first (A B, then B A), so that anything the
             # first epoch after a switch pays falls on each side equally often.
-            if round_index % 2 == 0:
+            if name == baseline:            # only when the baseline is the sole pipeline
+                base = other = one_epoch(baseline)
+            elif round_index % 2 == 0:
                 base = one_epoch(baseline)
-                other = one_epoch(name) if name != baseline else base
+                other = one_epoch(name)
             else:
-                other = one_epoch(name) if name != baseline else None
+                other = one_epoch(name)
                 base = one_epoch(baseline)
-                other = other or base
             if round_index >= warmup_rounds:
                 record(baseline, base, base)
                 if name != baseline:
