@@ -25,7 +25,9 @@ import tensorflow as tf
 
 from benchmarks.run import Result
 from helpers.autoencoder import article_autoencoder
-from helpers.png_folder import export_packed_uint8, export_png_folder, tf_dataset_from_png_folder
+from helpers.packed import export_packed_uint8
+from helpers.png_folder import export_png_folder
+from helpers.png_pipeline import tf_dataset_from_png_folder
 from helpers.pydatasets import ArrayImageBatches, PngFolderBatches
 from helpers.standins import make_cifar_like
 from helpers.tfrecord import read_split, write_shards

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# The one place the repository's address is kept. `python -m helpers.notebook_tools sync`
+# The one place the repository's address is kept. `python -m tools.notebooks sync`
 # writes it into every notebook's Colab cell and badge; a test checks they agree.
 REPO_URL = "https://github.com/bigger-than-memory/bigger-than-memory"
 REPO_BRANCH = "main"
@@ -48,8 +48,16 @@ def data_dir() -> Path:
     env = os.environ.get(DATA_DIR_ENV)
     if env:
         path = Path(env).expanduser()
+        where = f"{DATA_DIR_ENV}={env}"
     else:
         root = repo_root()
         path = (root if root is not None else Path.cwd()) / "data"
-    path.mkdir(parents=True, exist_ok=True)
+        where = "the data directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(
+            f"{where} names {path}, which is a file, not a folder. Point {DATA_DIR_ENV} at a folder "
+            f"(it is created if missing), or unset it to use data/ in the repository."
+        ) from None
     return path

@@ -14,6 +14,7 @@ Introduced in notebooks/01_generators_and_iterables.ipynb.
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import shutil
 import sys
@@ -28,7 +29,7 @@ from tqdm.auto import tqdm
 
 from helpers import standins
 from helpers.config import QUICK_ENV, data_dir, quick_mode
-from helpers.files import partial_path, sha256_of
+from helpers.files import is_regular_file, sha256_of, write_then_rename
 
 Arrays = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -44,6 +45,7 @@ CIFAR_TEST_BATCH = "test_batch"
 # Stand-in sizes: they exist only for quick mode, so they are small enough to make in seconds.
 STANDIN_SIZES = {"mnist": (12_000, 2_000), "cifar10": (6_000, 1_000)}
 
+NUM_CLASSES = 10
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 # Where the last load of each dataset came from, for notebooks to print or assert on.
@@ -77,14 +79,48 @@ def cifar10_class_names() -> list[str]:
 # ---------------------------------------------------------------- reading local files
 
 
-def read_mnist_npz(path: Path) -> Arrays:
-    """Read an MNIST npz in Keras's layout, checking keys, dtypes and shapes.
+def check_labels(labels: np.ndarray, where: str) -> np.ndarray:
+    """Labels as uint8 after checking they are whole numbers from 0 to 9; `DatasetFileError` naming `where` if not.
 
-    >>> (x_train, y_train), (x_test, y_test) = read_mnist_npz(Path("data/mnist.npz"))
+    A plain `astype(np.uint8)` would turn -1 into 255 and 300 into 44 without a word.
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+
+    >>> check_labels(np.array([0, 9]), "here").tolist()
+    [0, 9]
+    """
+    labels = np.asarray(labels)
+    if labels.dtype.kind not in "iu":
+        raise DatasetFileError(f"{where}: labels must be integers from 0 to {NUM_CLASSES - 1}, got {labels.dtype} values.")
+    bad = (labels < 0) | (labels >= NUM_CLASSES)
+    if bad.any():
+        first = int(np.flatnonzero(bad.reshape(-1))[0])
+        raise DatasetFileError(
+            f"{where}: label {labels.reshape(-1)[first]} at position {first} is outside 0-{NUM_CLASSES - 1}. "
+            f"The file is not the real dataset or is damaged."
+        )
+    return labels.astype(np.uint8)
+
+
+def _require_regular_file(path: Path) -> None:
+    if not is_regular_file(path):  # a FIFO or a folder would hang or fail deep inside numpy
+        raise DatasetFileError(f"{path} is not a regular file. Replace it with the dataset file.")
+
+
+def read_mnist_npz(path: Path) -> Arrays:
+    """Read an MNIST npz in Keras's layout, checking keys, dtypes, shapes and labels.
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
     """
     path = Path(path)
+    _require_regular_file(path)
     try:
-        with np.load(path, allow_pickle=False) as f:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise DatasetFileError(
+                f"{path} holds a single .npy array, not an npz archive of x_train, y_train, x_test, y_test. "
+                f"Delete it and run `python -m helpers.datasets download`, or copy the real mnist.npz."
+            )
+        with loaded as f:
             missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in f.files]
             if missing:
                 raise DatasetFileError(
@@ -110,23 +146,31 @@ def read_mnist_npz(path: Path) -> Arrays:
             raise DatasetFileError(
                 f"{path}: y_{split} should hold one label per image, shape ({len(x)},), got {y.shape}."
             )
-    return (arrays["x_train"], arrays["y_train"].astype(np.uint8)), (
-        arrays["x_test"],
-        arrays["y_test"].astype(np.uint8),
-    )
+        arrays[f"y_{split}"] = check_labels(y, f"{path}, y_{split}")
+    return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
+
+
+def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
+    """What pickle protocols 0-2 call to rebuild a bytes object; any other codec is refused."""
+    if encoding.lower().replace("-", "") not in ("latin1", "iso88591") or not isinstance(text, str):
+        raise pickle.UnpicklingError(f"refusing _codecs.encode with encoding {encoding!r}")
+    return text.encode("latin1")
 
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
-    """CIFAR's batches are pickles; refuse anything but numpy arrays so a bad file can't run code."""
+    """CIFAR's batches are pickles; refuse anything but numpy arrays, numbers, lists and bytes, so a
+    bad file can't run code. Every pickle protocol (0-5) of such data loads."""
 
     allowed = {
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-    }
+        (module, name)
+        for package in ("numpy.core", "numpy._core")  # numpy 1.x and 2.x names of the same functions
+        for module, name in [(f"{package}.multiarray", "_reconstruct"), (f"{package}.multiarray", "scalar"),
+                             (f"{package}.numeric", "_frombuffer")]
+    } | {("numpy", "ndarray"), ("numpy", "dtype")}
 
     def find_class(self, module: str, name: str):
+        if (module, name) == ("_codecs", "encode"):  # protocols 0-2 store bytes as latin-1 text
+            return _latin1_encode
         if (module, name) in self.allowed:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
@@ -135,10 +179,12 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One CIFAR-10 python batch as images (N, 32, 32, 3) uint8 and labels (N,) uint8.
 
-    >>> x, y = read_cifar_batch(Path("data/cifar-10-batches-py/test_batch"))
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
     path = Path(path)
-    if not path.is_file():
+    if os.path.lexists(path):
+        _require_regular_file(path)
+    else:
         raise DatasetFileError(
             f"{path} is missing. The folder {path.parent} should hold data_batch_1 … data_batch_5 "
             f"and test_batch, as unpacked from cifar-10-python.tar.gz."
@@ -161,11 +207,14 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DatasetFileError(f"{path}: {len(labels)} labels for {len(data)} images.")
     # Rows are stored as all reds, then all greens, then all blues: make them channels-last.
     images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    return np.ascontiguousarray(images), labels.astype(np.uint8)
+    return np.ascontiguousarray(images), check_labels(labels, f"{path}, labels")
 
 
 def read_cifar_folder(folder: Path) -> Arrays:
-    """The whole of `cifar-10-batches-py/` with Keras's shapes (labels as (N, 1))."""
+    """The whole of `cifar-10-batches-py/` with Keras's shapes (labels as (N, 1)).
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
     train = [read_cifar_batch(Path(folder) / name) for name in CIFAR_TRAIN_BATCHES]
     x_test, y_test = read_cifar_batch(Path(folder) / CIFAR_TEST_BATCH)
     x_train = np.concatenate([x for x, _ in train])
@@ -243,31 +292,34 @@ def load_cifar10(data_dir_override: Path | None = None, allow_download: bool = T
 def fetch(url: str, dest: Path, sha256: str, chunk: int = 1 << 16) -> Path:
     """Download `url` to `dest` with a progress bar, verify its SHA-256, then move it into place.
 
-    The bytes go to `dest.part` first, so an interrupted or corrupt download never sits
-    under the final name.
+    The bytes go to a temporary file beside `dest` first, which is removed if the download
+    fails, is interrupted or does not match the checksum, so nothing partial is ever left
+    behind, under the final name or any other.
+    Introduced in notebooks/01_generators_and_iterables.ipynb (preparing an offline classroom).
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    partial = dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
-        total = int(response.headers.get("Content-Length") or 0) or None
-        with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name) as bar:
-            while block := response.read(chunk):
-                out.write(block)
-                bar.update(len(block))
-    actual = sha256_of(partial)
-    if actual != sha256:
-        partial.unlink()
-        raise DatasetFileError(
-            f"{url} downloaded with SHA-256 {actual}, expected {sha256}: the download is "
-            f"corrupt or the file changed upstream. Nothing was kept; try again."
-        )
-    partial.replace(dest)
+    with write_then_rename(dest) as partial:
+        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name) as bar:
+                while block := response.read(chunk):
+                    out.write(block)
+                    bar.update(len(block))
+        actual = sha256_of(partial)
+        if actual != sha256:
+            raise DatasetFileError(
+                f"{url} downloaded with SHA-256 {actual}, expected {sha256}: the download is "
+                f"corrupt or the file changed upstream. Nothing was kept; try again."
+            )
     return dest
 
 
 def download_mnist(target: Path, url: str = MNIST_URL, sha256: str = MNIST_SHA256) -> Path:
-    """Put a verified `mnist.npz` in `target` (skipped when a readable one is there)."""
+    """Put a verified `mnist.npz` in `target` (skipped when a readable one is there).
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb (preparing an offline classroom).
+    """
     dest = Path(target) / MNIST_FILE
     if dest.exists():
         read_mnist_npz(dest)
@@ -279,7 +331,10 @@ def download_mnist(target: Path, url: str = MNIST_URL, sha256: str = MNIST_SHA25
 
 
 def download_cifar10(target: Path, url: str = CIFAR_URL, sha256: str = CIFAR_SHA256) -> Path:
-    """Put a verified, unpacked `cifar-10-batches-py/` in `target` (skipped when readable)."""
+    """Put a verified, unpacked `cifar-10-batches-py/` in `target` (skipped when readable).
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb (preparing an offline classroom).
+    """
     folder = Path(target) / CIFAR_DIR
     if folder.exists():
         read_cifar_folder(folder)

@@ -3,10 +3,10 @@
     dataset/train/tr_00000.png … tr_label.txt      (one integer label per line)
     dataset/test/te_00000.png  … te_label.txt
 
-`export_png_folder` writes such a folder (resumable, atomic per file); `check_png_folder`
-matches images to labels before training starts; `load_png` reads one image with errors that
-name the file. `export_packed_uint8` writes the same images as one uint8 `.npy` file that
-`np.load(mmap_mode="r")` reads without loading it.
+`export_png_folder` writes such a folder (resumable, atomic per file, refusing to mix two
+datasets); `check_png_folder` matches images to labels before training starts; `load_png`
+reads one image with errors that name the file. The same images as one memory-mapped file are
+in `helpers.packed`, and as a `tf.data` pipeline in `helpers.png_pipeline`.
 
 Introduced in notebooks/03_pydataset_autoencoder.ipynb.
 """
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 from PIL import Image
 from tqdm.auto import tqdm
 
-from helpers.files import atomic_write_bytes, atomic_write_text, partial_path
+from helpers.files import atomic_write_bytes, atomic_write_text, check_name, fingerprint_arrays, is_regular_file
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the last 12 bytes of every complete PNG file
@@ -31,15 +32,44 @@ SPLIT_PREFIX = {"train": "tr", "test": "te"}
 
 
 class PngFolderError(ValueError):
-    """A PNG folder, one of its images, or its label file is not what was expected. Names the file."""
+    """A PNG folder, one of its images, or its label file is not what was expected. Names the file.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+
+
+def _prefix(prefix: str) -> str:
+    try:
+        return check_name(prefix, "file name prefix")
+    except ValueError as e:
+        raise PngFolderError(str(e)) from None
 
 
 def image_name(prefix: str, index: int) -> str:
-    return f"{prefix}_{index:05d}.png"
+    """`{prefix}_{index:05d}.png`, the article's image file name.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+
+    >>> image_name("tr", 7)
+    'tr_00007.png'
+    """
+    return f"{_prefix(prefix)}_{index:05d}.png"
 
 
-def label_file(folder: Path, prefix: str) -> Path:
-    return Path(folder) / f"{prefix}_label.txt"
+def label_file(folder: str | Path, prefix: str) -> Path:
+    """`folder/{prefix}_label.txt`: one integer label per line, line i for image i.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    return Path(folder) / f"{_prefix(prefix)}_label.txt"
+
+
+def integer_labels(labels, source: str) -> np.ndarray:
+    """`labels` as a flat int64 array, or `PngFolderError` naming `source` if any is not a whole number."""
+    labels = np.asarray(labels).reshape(-1)
+    if labels.dtype.kind not in "iu":
+        raise PngFolderError(f"{source}: labels must be integers, got {labels.dtype} values.")
+    return labels.astype(np.int64)
 
 
 def _index_of(path: Path, prefix: str) -> int:
@@ -55,8 +85,11 @@ def _png_bytes(image: np.ndarray) -> bytes:
 
 
 def _is_complete_png(path: Path) -> bool:
-    """Cheap check that a file is a whole PNG: right signature at the start, IEND chunk at the end."""
+    """Cheap check that a file is a whole PNG: a regular file (not a symlink or a FIFO, which would
+    block the open), the right signature at the start, the IEND chunk at the end."""
     try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             if f.read(8) != PNG_SIGNATURE:
                 return False
@@ -80,28 +113,44 @@ def export_png_folder(
 
     Each PNG is written under a temporary name and renamed when complete; files already there
     and complete are skipped, so an interrupted export resumes where it stopped. The label file
-    is written last, so its presence means the export finished. `fingerprint` identifies the
-    source (see `helpers.files.fingerprint_arrays`): a folder exported from other data is not
-    mixed in; it is refused, or with `overwrite=True` replaced.
+    is written last, so its presence means the export finished.
 
-    >>> export_png_folder(x_train[:5000], y_train[:5000], "data/dataset/train", "tr")
+    A resume must continue the same data. `{prefix}_export.json` records a fingerprint of the
+    images and labels (computed from them unless you pass one, see
+    `helpers.files.fingerprint_arrays`); exporting other data into a folder that holds an
+    export, or PNG files this function did not write, is refused, or with `overwrite=True`
+    replaces them. Labels must be integers.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+
+    >>> import tempfile
+    >>> folder = export_png_folder(np.zeros((3, 32, 32, 3), np.uint8), [1, 2, 3], tempfile.mkdtemp(), "tr", progress=False)
+    >>> sorted(p.name for p in folder.iterdir() if p.suffix == ".png")
+    ['tr_00000.png', 'tr_00001.png', 'tr_00002.png']
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    labels = np.asarray(labels).reshape(-1)
+    info_path = folder / f"{_prefix(prefix)}_export.json"
+    labels = integer_labels(labels, f"labels for {folder}")
     if len(images) != len(labels):
         raise PngFolderError(f"{len(images)} images but {len(labels)} labels for {folder}.")
-    info_path = folder / f"{prefix}_export.json"
+    if fingerprint is None:
+        fingerprint = fingerprint_arrays(np.asarray(images), labels)
+    folder.mkdir(parents=True, exist_ok=True)
+    ours = list(folder.glob(f"{prefix}_*.png")) + [label_file(folder, prefix)]
     if info_path.exists():
-        previous = json.loads(info_path.read_text(encoding="utf-8")).get("fingerprint")
-        if previous != fingerprint:
-            if not overwrite:
-                raise PngFolderError(
-                    f"{folder} holds images exported from other data (fingerprint {previous}, now {fingerprint}). "
-                    f"Export to another folder, or pass overwrite=True to replace them."
-                )
-            for stale in folder.glob(f"{prefix}_*"):
-                stale.unlink()
+        try:
+            previous = json.loads(info_path.read_text(encoding="utf-8"))["fingerprint"]
+        except (ValueError, KeyError, TypeError):
+            previous = "unreadable"
+    else:
+        previous = None if not any(p.exists() for p in ours) else "unknown (no export record)"
+    if previous is not None and previous != fingerprint:
+        if not overwrite:
+            raise PngFolderError(
+                f"{folder} holds images exported from other data (fingerprint {previous}, now {fingerprint}). "
+                f"Export to another folder, or pass overwrite=True to replace them."
+            )
+        for stale in folder.glob(f"{prefix}_*"):
+            stale.unlink()
     beyond = [p for p in folder.glob(f"{prefix}_*.png") if _index_of(p, prefix) >= len(images)]
     if beyond and not overwrite:
         raise PngFolderError(
@@ -122,27 +171,48 @@ def export_png_folder(
             continue
         atomic_write_bytes(path, _png_bytes(np.asarray(images[index])))
         written += 1
-    # Only the first len(images) files are part of this export; a longer earlier export keeps its files
-    # but the label file says how many belong to the dataset.
-    atomic_write_text(label_file(folder, prefix), "".join(f"{int(v)}\n" for v in labels))
+    atomic_write_text(label_file(folder, prefix), "".join(f"{v}\n" for v in labels.tolist()))
     if progress:
         print(f"{folder}: {written:,} PNG files written, {skipped:,} already there")
     return folder
 
 
+def _parse_label(text: str) -> int:
+    """A whole number, written as `6` or as `np.savetxt` writes it (`6.000000000000000000e+00`)."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)  # raises ValueError for text that is no number
+        if not math.isfinite(value) or value != int(value) or abs(value) >= 2**63:
+            raise ValueError(text) from None
+        return int(value)
+
+
 def read_labels(folder: str | Path, prefix: str) -> np.ndarray:
-    """The label file as an int64 array, with a clear error when it is missing or malformed."""
+    """The label file as an int64 array, with a clear error when it is missing or malformed.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
     path = label_file(Path(folder), prefix)
     if not path.exists():
         raise PngFolderError(f"{path} is missing: the folder needs one label per image, one per line.")
+    if not is_regular_file(path):
+        raise PngFolderError(f"{path} is not a regular file.")
     labels = []
-    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise PngFolderError(f"{path} is not a text file ({e}).") from None
+    for line_number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            labels.append(int(float(line)))  # np.savetxt writes floats such as 6.000000000000000000e+00
+            label = _parse_label(line.strip())
+            if not -2**63 <= label < 2**63:
+                raise ValueError(line)
         except ValueError:
-            raise PngFolderError(f"{path}, line {line_number}: {line!r} is not a label.") from None
+            raise PngFolderError(f"{path}, line {line_number}: {line!r} is not a label (a whole number).") from None
+        labels.append(label)
     return np.asarray(labels, dtype=np.int64)
 
 
@@ -150,12 +220,13 @@ def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.nd
     """The image paths in label order and the labels, after checking the two agree.
 
     The label file decides how many images there are; every `{prefix}_{i:05d}.png` for those
-    labels must exist. Errors name the missing files, or the mismatch in counts.
+    labels must exist as a regular file. Errors name the missing files, or the mismatch in counts.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
     folder = Path(folder)
     labels = read_labels(folder, prefix)
     expected = [folder / image_name(prefix, i) for i in range(len(labels))]
-    missing = [p.name for p in expected if not p.exists()]
+    missing = [p.name for p in expected if not os.path.lexists(p)]  # a FIFO is there, and load_png says what it is
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
         present = len(list(folder.glob(f"{prefix}_*.png")))
@@ -175,10 +246,11 @@ def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.nd
 def load_png(path: str | Path, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarray:
     """One PNG as a uint8 array of `shape`, or a `PngFolderError` saying which file and what is wrong.
 
-    >>> load_png("data/dataset/train/tr_00000.png").shape
-    (32, 32, 3)
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
     path = Path(path)
+    if os.path.lexists(path) and not is_regular_file(path):
+        raise PngFolderError(f"{path} is not a regular file (a folder, a FIFO or a device), so it is not an image.")
     try:
         with Image.open(path) as image:
             if image.format != "PNG":
@@ -194,45 +266,3 @@ def load_png(path: str | Path, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarr
     if array.shape != tuple(shape) or array.dtype != np.uint8:
         raise PngFolderError(f"{path} is {array.dtype} {array.shape}, expected uint8 {tuple(shape)}.")
     return array
-
-
-def export_packed_uint8(images: np.ndarray, path: str | Path, chunk: int = 4096) -> Path:
-    """Write images as one uint8 `.npy` file, chunk by chunk, renamed into place when complete.
-
-    Read it back with `np.load(path, mmap_mode="r")`: the operating system pages in only the
-    bytes a batch touches, so the file can be far larger than memory.
-    """
-    path = Path(path)
-    partial = partial_path(path)
-    packed = np.lib.format.open_memmap(partial, mode="w+", dtype=np.uint8, shape=tuple(images.shape))
-    for start in range(0, len(images), chunk):
-        packed[start:start + chunk] = images[start:start + chunk]
-    packed.flush()
-    del packed
-    os.replace(partial, path)
-    return path
-
-
-def _read_png_pair(path):
-    """One PNG file as an (input, target) pair of float32 images in [0, 1], in TensorFlow ops."""
-    image = tf.io.decode_png(tf.io.read_file(path), channels=3)
-    image = tf.cast(image, tf.float32) / 255.0
-    return image, image
-
-
-def tf_dataset_from_png_folder(folder: str | Path, prefix: str, batch_size: int, *, shuffle: bool = True,
-                               seed: int | None = None, limit: int | None = None):
-    """A `tf.data` pipeline over the same folder: file names → read → decode_png → batch.
-
-    Reading and decoding are TensorFlow ops, so `num_parallel_calls` runs them on several
-    threads at once without the GIL. Images come as `(x, x)` float32 pairs in [0, 1].
-    """
-    paths, _ = check_png_folder(folder, prefix)
-    paths = paths[:limit]
-    files = tf.data.Dataset.from_tensor_slices([str(p) for p in paths])
-    if shuffle:
-        files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
-
-    return (files.map(_read_png_pair, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-            .batch(batch_size)
-            .prefetch(tf.data.AUTOTUNE))

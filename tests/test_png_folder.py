@@ -3,7 +3,9 @@ import pytest
 from PIL import Image
 
 from helpers import png_folder as P
-from helpers.files import fingerprint_arrays
+from helpers.files import fingerprint_arrays, temporaries_of
+from helpers.packed import export_packed_uint8
+from helpers.png_pipeline import tf_dataset_from_png_folder
 from helpers.png_folder import PngFolderError
 
 
@@ -32,7 +34,7 @@ def test_interrupted_export_resumes_and_skips_what_is_complete(tmp_path, monkeyp
 
     def dies_after_eight(path, data):
         if calls["n"] == 8:
-            P.partial_path(path).write_bytes(data[:50])  # as if killed mid-write
+            (path.parent / f"{path.name}.dead.partial").write_bytes(data[:50])  # as if killed mid-write
             raise KeyboardInterrupt
         calls["n"] += 1
         real_write(path, data)
@@ -115,16 +117,16 @@ def test_bad_image_files_are_named(tmp_path, damage, message):
 
 def test_packed_file_reads_back_as_a_memory_map(tmp_path):
     images, _ = make_images(9)
-    path = P.export_packed_uint8(images, tmp_path / "train.npy", chunk=4)
+    path = export_packed_uint8(images, tmp_path / "train.npy", chunk=4)
     packed = np.load(path, mmap_mode="r")
     assert isinstance(packed, np.memmap) and np.array_equal(packed, images)
-    assert not list(tmp_path.glob("*.partial"))
+    assert not list(tmp_path.glob("*.partial")) and temporaries_of(path) == []
 
 
 def test_tf_data_pipeline_reads_the_same_images(tmp_path):
     images, labels = make_images(7)
     P.export_png_folder(images, labels, tmp_path, "tr", progress=False)
-    batches = list(P.tf_dataset_from_png_folder(tmp_path, "tr", batch_size=3, shuffle=False).as_numpy_iterator())
+    batches = list(tf_dataset_from_png_folder(tmp_path, "tr", batch_size=3, shuffle=False).as_numpy_iterator())
     assert [len(x) for x, _ in batches] == [3, 3, 1]
     got = np.concatenate([x for x, _ in batches])
     assert sorted(map(bytes, np.round(got * 255).astype(np.uint8))) == sorted(map(bytes, images))

@@ -6,6 +6,7 @@ import pytest
 
 from helpers import png_folder as P
 from helpers.autoencoder import article_autoencoder
+from helpers.packed import export_packed_uint8
 from helpers.png_folder import PngFolderError
 from helpers.pydatasets import ArrayImageBatches, PngFolderBatches
 from helpers.throughput import compare_pipelines
@@ -59,7 +60,7 @@ def test_batches_are_input_target_pairs_scaled_to_unit_range(tmp_path):
 
 def test_memory_mapped_file_gives_the_same_batches_as_the_array(tmp_path):
     images, _ = make_folder(tmp_path / "png", n=30)
-    packed = np.load(P.export_packed_uint8(images, tmp_path / "packed.npy"), mmap_mode="r")
+    packed = np.load(export_packed_uint8(images, tmp_path / "packed.npy"), mmap_mode="r")
     a, b = ArrayImageBatches(images, 8, seed=3), ArrayImageBatches(packed, 8, seed=3)
     for i in range(len(a)):
         assert np.array_equal(a[i][0], b[i][0])

@@ -1,0 +1,139 @@
+"""Reading a split back as a `tf.data` pipeline, with the manifest's files, counts and decoding.
+
+Introduced in notebooks/02_tfrecord_conversion.ipynb.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import tensorflow as tf
+
+from helpers.files import is_regular_file
+from helpers.tfrecord.check import TF_READ_ERRORS, short_tf_error, verify_shards
+from helpers.tfrecord.format import ShardError, parse_batch_fn, parse_example_fn, png_header
+from helpers.tfrecord.manifest import SplitManifest, manifest_path, read_manifest
+
+
+class DamagedShardsWarning(UserWarning):
+    """`read_split(..., skip_damaged=True)` left out unreadable records; the message counts them."""
+
+
+def _image_fits_spec(example: tf.train.Example, manifest: SplitManifest) -> bool:
+    feature, spec = example.features.feature["image"], manifest.spec
+    if manifest.encoding == "float_list":
+        return len(feature.float_list.value) == spec.size
+    if len(feature.bytes_list.value) != 1:
+        return False
+    data = feature.bytes_list.value[0]
+    if manifest.encoding == "raw":
+        return len(data) == spec.nbytes
+    if manifest.encoding == "tensor":
+        return tf.io.parse_tensor(data, spec.image_dtype).shape == spec.image_shape
+    height, width, _ = png_header(data)
+    return (height, width) == spec.image_shape[:2]
+
+
+def check_shard_files(directory: str | Path, manifest: SplitManifest) -> None:
+    """Before reading: every shard exists with the size the manifest gives, and the first record
+    matches the feature spec. Each failure is a `ShardError` naming the file and what to do.
+
+    Cheap (a `stat` per file and one record), so `read_split` always runs it: damage that
+    would otherwise show up mid-epoch as a TensorFlow error without a file name is caught here.
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
+    directory = Path(directory)
+    for info in manifest.shards:
+        path = directory / info.file
+        if not is_regular_file(path):
+            raise ShardError(f"{path} is missing (the manifest lists it with {info.records:,} records). Copy it again, "
+                             f"or run the same write_shards() call to re-create it.")
+        size = path.stat().st_size
+        if size != info.bytes:
+            raise ShardError(
+                f"{path} is {size:,} bytes but {manifest_path(directory).name} says {info.bytes:,}: the file was cut "
+                f"short or replaced. verify_shards() shows which records are readable; the same write_shards() call "
+                f"re-creates it, or read_split(..., skip_damaged=True) reads what is left."
+            )
+    first = next((directory / s.file for s in manifest.shards if s.records), None)
+    if first is None:
+        return
+    try:
+        record = next(iter(tf.data.TFRecordDataset(str(first), compression_type=manifest.compression or "")))
+        example = tf.train.Example.FromString(record.numpy())
+        fits = {"image", "label"} <= set(example.features.feature) and _image_fits_spec(example, manifest)
+    except TF_READ_ERRORS as e:
+        raise ShardError(f"{first}: the first record is unreadable ({short_tf_error(e)}).") from None
+    except Exception:  # not an Example, or image bytes of another kind: the spec does not describe it
+        fits = False
+    if not fits:
+        raise ShardError(
+            f"{first}: the first record does not hold a {manifest.spec.image_dtype} {manifest.spec.image_shape} image "
+            f"encoded as {manifest.encoding!r}, as {manifest_path(directory)} says. The manifest does not describe "
+            f"these files: write the split again with write_shards()."
+        )
+
+
+def _readable_records(directory: Path, split: str, manifest: SplitManifest) -> tuple[list[str], list[int]]:
+    """Files and how many records of each can be read, after a full check; warns about what is lost."""
+    reports = verify_shards(directory, split)
+    damaged = [r for r in reports if not r.ok]
+    if damaged:
+        lost = sum(r.lost for r in damaged)
+        names = "; ".join(f"{Path(r.file).name}: {r.lost:,} lost ({r.problem})" for r in damaged)
+        warnings.warn(
+            f"read_split(skip_damaged=True): {lost:,} of {manifest.total_records:,} records of split {split!r} are "
+            f"unreadable and left out. {names}. Re-create the damaged shards with the same write_shards() call.",
+            DamagedShardsWarning, stacklevel=3,
+        )
+    return [r.file for r in reports], [min(r.records, r.expected_records or 0) for r in reports]
+
+
+def read_split(
+    directory: str | Path,
+    split: str,
+    batch_size: int | None = 128,
+    *,
+    vectorized: bool = True,
+    parallel_reads: int | None = None,
+    skip_damaged: bool = False,
+) -> tf.data.Dataset:
+    """A dataset of `(image, label)` batches (or single records with `batch_size=None`), in file order.
+
+    The manifest supplies the files, the compression, the decoding and the exact cardinality
+    (so Keras knows how many steps an epoch has). Before anything is read, every shard is
+    checked to exist with the size the manifest gives, and the first record to fit the spec:
+    a missing, truncated or mis-described shard is a `ShardError` naming the file.
+    `parallel_reads` reads several shards at once (records then interleave across shards).
+
+    Damage that keeps a file's size (a flipped byte) shows up while reading, as TensorFlow's
+    `DataLossError`. With `skip_damaged=True` every shard is read once first (`verify_shards`);
+    the pipeline then reads only the records before each file's first damaged one, ends
+    normally, and a `DamagedShardsWarning` says how many records were lost and where. Do not
+    add `.ignore_errors()` to this dataset: with a known cardinality, a damaged file makes it
+    retry forever.
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
+    directory = Path(directory)
+    manifest = read_manifest(directory, split)
+    compression = manifest.compression or ""
+    source = f"split {split!r} of {directory}"
+    if skip_damaged:
+        files, counts = _readable_records(directory, split, manifest)
+        pairs = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
+        ds = pairs.interleave(lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression).take(n),
+                              cycle_length=parallel_reads or 1, num_parallel_calls=parallel_reads)
+        total = sum(counts)
+    else:
+        check_shard_files(directory, manifest)
+        ds = tf.data.TFRecordDataset(manifest.files(directory), compression_type=compression,
+                                     num_parallel_reads=parallel_reads)
+        total = manifest.total_records
+    ds = ds.apply(tf.data.experimental.assert_cardinality(total))
+    if batch_size is None:
+        return ds.map(parse_example_fn(manifest.encoding, manifest.spec, source), num_parallel_calls=tf.data.AUTOTUNE)
+    if vectorized:
+        return ds.batch(batch_size).map(parse_batch_fn(manifest.encoding, manifest.spec, source),
+                                        num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.map(parse_example_fn(manifest.encoding, manifest.spec, source),
+                  num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)
