@@ -9,7 +9,10 @@ from keras import layers
 
 
 def conv_block(x, filters: int):
-    """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit."""
+    """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
     x = layers.Conv2D(filters, (3, 3), padding="same")(x)
     x = layers.BatchNormalization()(x)
     return layers.Activation("relu")(x)
@@ -19,6 +22,8 @@ def article_autoencoder(input_shape: tuple[int, int, int] = (32, 32, 3)) -> kera
     """Encoder: (Conv-BN-ReLU, MaxPool) with 32, 16, 8 filters → a 4x4x8 code for a 32x32x3 image.
     Decoder: the mirror image with UpSampling, ending in Conv(3)-BN-sigmoid; trained with
     binary cross-entropy against the input, as in the article.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
 
     >>> model = article_autoencoder(); model.output_shape
     (None, 32, 32, 3)

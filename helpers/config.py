@@ -19,8 +19,9 @@ DATA_DIR_ENV = "TUTORIAL_DATA_DIR"
 def quick_mode() -> bool:
     """True when `TUTORIAL_QUICK` is set to a true value (1, true, yes, on).
 
-    >>> os.environ["TUTORIAL_QUICK"] = "1"; quick_mode()
-    True
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+
+    Usage: `epochs = 1 if quick_mode() else 10` (or, shorter, `pick(quick=1, full=10)`).
     """
     return os.environ.get(QUICK_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -28,13 +29,18 @@ def quick_mode() -> bool:
 def pick(quick, full):
     """Return `quick` in quick mode and `full` otherwise: quick mode changes sizes only.
 
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+
     >>> n_train = pick(quick=2_000, full=60_000)
     """
     return quick if quick_mode() else full
 
 
 def repo_root() -> Path | None:
-    """The checkout this package lives in, or None when installed from a wheel (Colab)."""
+    """The checkout this package lives in, or None when installed from a wheel (Colab).
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+    """
     root = Path(__file__).resolve().parent.parent
     return root if (root / "pyproject.toml").exists() and (root / "notebooks").is_dir() else None
 
@@ -44,6 +50,8 @@ def data_dir() -> Path:
 
     `TUTORIAL_DATA_DIR` wins; otherwise `data/` at the repository root; outside a checkout
     (for example on Colab, where `helpers` is pip-installed) `data/` under the working directory.
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
     """
     env = os.environ.get(DATA_DIR_ENV)
     if env:

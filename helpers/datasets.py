@@ -53,24 +53,35 @@ _sources: dict[str, str] = {}
 
 
 class DatasetFileError(ValueError):
-    """A dataset file exists but is unreadable or has the wrong contents."""
+    """A dataset file exists but is unreadable or has the wrong contents.
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+    """
 
 
 class DatasetUnavailableError(RuntimeError):
-    """No source could provide the dataset."""
+    """No source could provide the dataset.
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+    """
 
 
 def source_of(name: str) -> str:
     """Where the last `load_mnist()` / `load_cifar10()` got its data ('mnist' or 'cifar10').
 
-    >>> _ = load_mnist(); source_of("mnist").startswith(("file", "keras", "stand-in"))
-    True
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+
+    >>> source_of("no such dataset")
+    'not loaded yet'
     """
     return _sources.get(name, "not loaded yet")
 
 
 def cifar10_class_names() -> list[str]:
-    """Names of the ten classes of whatever `load_cifar10()` last returned (real or stand-in)."""
+    """Names of the ten classes of whatever `load_cifar10()` last returned (real or stand-in).
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
     if source_of("cifar10").startswith("stand-in"):
         return [name for name, _ in standins.CIFAR_LIKE_CLASSES]
     return list(CIFAR10_CLASSES)
@@ -270,7 +281,9 @@ def _load(name: str, local: Path, read_local, make_standin, allow_download: bool
 def load_mnist(data_dir_override: Path | None = None, allow_download: bool = True) -> Arrays:
     """MNIST as `(x_train, y_train), (x_test, y_test)`: uint8, images (N, 28, 28), labels (N,).
 
-    >>> (x_train, y_train), (x_test, y_test) = load_mnist()
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+
+    Usage: `(x_train, y_train), (x_test, y_test) = load_mnist()`.
     """
     local = Path(data_dir_override or data_dir()) / MNIST_FILE
     return _load("mnist", local, read_mnist_npz, standins.make_digits, allow_download)
@@ -279,7 +292,9 @@ def load_mnist(data_dir_override: Path | None = None, allow_download: bool = Tru
 def load_cifar10(data_dir_override: Path | None = None, allow_download: bool = True) -> Arrays:
     """CIFAR-10 as `(x_train, y_train), (x_test, y_test)`: uint8, images (N, 32, 32, 3), labels (N, 1).
 
-    >>> (x_train, y_train), (x_test, y_test) = load_cifar10()
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+
+    Usage: `(x_train, y_train), (x_test, y_test) = load_cifar10()`.
     """
     local = Path(data_dir_override or data_dir()) / CIFAR_DIR
     return _load("cifar10", local, read_cifar_folder, standins.make_cifar_like, allow_download)
@@ -350,6 +365,10 @@ def download_cifar10(target: Path, url: str = CIFAR_URL, sha256: str = CIFAR_SHA
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m helpers.datasets download`: fill data/ for an offline classroom (README, "Preparing an offline classroom").
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m helpers.datasets",
         description="Fetch the real datasets into the data directory, for offline classrooms.",

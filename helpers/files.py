@@ -99,18 +99,24 @@ def is_regular_file(path: str | Path) -> bool:
 
 
 def temporary_name(path: str | Path) -> Path:
-    """A fresh name beside `path` for writing it: `NAME.<random>.partial`."""
+    """A fresh name beside `path` for writing it: `NAME.<random>.partial`.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
     path = Path(path)
     return path.with_name(f"{path.name}.{secrets.token_hex(4)}.partial")
 
 
 def temporaries_of(path: str | Path) -> list[Path]:
-    """Temporary files `write_then_rename` left beside `path` (a run killed mid-write leaves one)."""
+    """Temporary files `write_then_rename` left beside `path` (a run killed mid-write leaves one).
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
     path = Path(path)
-    return sorted(path.parent.glob(f"{glob_escape(path.name)}.*.partial"))
+    return sorted(path.parent.glob(f"{_glob_escape(path.name)}.*.partial"))
 
 
-def glob_escape(name: str) -> str:
+def _glob_escape(name: str) -> str:
     """`name` with glob's special characters escaped (names from `check_name` have none, but be safe)."""
     return re.sub(r"([*?\[])", r"[\1]", name)
 
@@ -157,7 +163,10 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 class LockHeldError(RuntimeError):
-    """Another process holds the lock. The message names the lock file and the holder."""
+    """Another process holds the lock. The message names the lock file and the holder.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
 
 
 class FileLock:

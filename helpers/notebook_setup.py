@@ -12,7 +12,10 @@ import warnings
 
 @contextlib.contextmanager
 def stderr_to_devnull():
-    """Hide what C++ libraries write to file descriptor 2 (Python's own errors still raise)."""
+    """Hide what C++ libraries write to file descriptor 2 (Python's own errors still raise).
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+    """
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = os.dup(2)
     os.dup2(devnull, 2)
@@ -28,6 +31,8 @@ def start(seed: int = 42):
     """Silence TensorFlow's start-up log, seed everything, print versions and devices.
 
     Returns `(tf, keras)` so the setup cell reads as plain imports.
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
 
     >>> tf, keras = start()   # doctest: +SKIP
     TensorFlow 2.21.0 · Keras 3.15.1 · Python 3.11.7

@@ -65,7 +65,10 @@ def label_file(folder: str | Path, prefix: str) -> Path:
 
 
 def integer_labels(labels, source: str) -> np.ndarray:
-    """`labels` as a flat int64 array, or `PngFolderError` naming `source` if any is not a whole number."""
+    """`labels` as a flat int64 array, or `PngFolderError` naming `source` if any is not a whole number.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
     labels = np.asarray(labels).reshape(-1)
     if labels.dtype.kind not in "iu":
         raise PngFolderError(f"{source}: labels must be integers, got {labels.dtype} values.")

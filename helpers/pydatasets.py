@@ -29,6 +29,7 @@ class ImageBatches(keras.utils.PyDataset):
     The last batch keeps the remainder (`ceil`, not `floor`): every image is seen once per
     epoch. With `drop_remainder=True` the partial batch is dropped instead, and because the
     order is reshuffled every epoch, different images are left out each time.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
 
     def __init__(self, n_images: int, batch_size: int, *, shuffle: bool = True, seed: int | None = None,
@@ -70,7 +71,10 @@ class ImageBatches(keras.utils.PyDataset):
 class ArrayImageBatches(ImageBatches):
     """Batches from a uint8 array: in memory, or memory-mapped from a `.npy` file on disk.
 
-    >>> ArrayImageBatches(np.load("data/cifar10-train.npy", mmap_mode="r"), batch_size=100)
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+
+    >>> len(ArrayImageBatches(np.zeros((250, 32, 32, 3), np.uint8), batch_size=100))  # the last batch holds 50
+    3
     """
 
     def __init__(self, images: np.ndarray, batch_size: int, **kwargs):
@@ -90,7 +94,9 @@ class PngFolderBatches(ImageBatches):
     file when its batch is read. With `skip_bad_files=True` every image is decoded once up
     front instead: each bad one is named in a warning and left out, and a count is given.
 
-    >>> PngFolderBatches("data/dataset/train", "tr", batch_size=100, workers=2, use_multiprocessing=True)
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+
+    Usage: `PngFolderBatches("data/dataset/train", "tr", batch_size=100, workers=2, use_multiprocessing=True)`.
     """
 
     def __init__(self, folder: str | Path, prefix: str, batch_size: int, *, limit: int | None = None,

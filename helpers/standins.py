@@ -48,6 +48,8 @@ def _random_affine(rng: np.random.Generator) -> np.ndarray:
 def render_digit(digit: int, rng: np.random.Generator, size: int = 28) -> np.ndarray:
     """One jittered `size`x`size` uint8 image of `digit`, white strokes on black like MNIST.
 
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+
     >>> render_digit(7, np.random.default_rng(0)).shape
     (28, 28)
     """
@@ -69,6 +71,8 @@ def render_digit(digit: int, rng: np.random.Generator, size: int = 28) -> np.nda
 
 def make_digits(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """`n` MNIST-like digits: images (n, 28, 28) uint8 and labels (n,) uint8, classes balanced.
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
 
     >>> x, y = make_digits(100); x.shape, y.dtype
     ((100, 28, 28), dtype('uint8'))
@@ -126,6 +130,8 @@ def _shape_mask(label: int, yy: np.ndarray, xx: np.ndarray, rng: np.random.Gener
 
 def make_cifar_like(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """`n` CIFAR-10-like images (n, 32, 32, 3) uint8 with labels (n, 1) uint8, like Keras's.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
 
     >>> x, y = make_cifar_like(20); x.shape, y.shape
     ((20, 32, 32, 3), (20, 1))

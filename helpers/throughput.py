@@ -18,6 +18,7 @@ class EpochTimer(keras.callbacks.Callback):
     `first_batch_seconds` is the wait for the first batch to be trained, which includes the
     pipeline's start-up (starting workers, opening files, filling buffers). `steady_seconds`
     is the rest of the epoch, the part that scales with the size of the dataset.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
 
     def __init__(self) -> None:
@@ -42,7 +43,10 @@ class EpochTimer(keras.callbacks.Callback):
 
 @dataclass
 class PipelineTiming:
-    """One pipeline's epochs: steady-state seconds, start-up seconds, and ratios to the baseline."""
+    """One pipeline's epochs: steady-state seconds, start-up seconds, and ratios to the baseline.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
 
     name: str
     images_after_first_batch: int
@@ -93,6 +97,7 @@ def compare_pipelines(
     Each value of `pipelines` returns the arguments for `model.fit` (for example
     `{"x": dataset}` or `{"x": x, "y": x, "batch_size": 100}`). It is called anew for every
     epoch, as a new epoch starts its pipeline anew in real use.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
     names = list(pipelines)
     baseline = names[0]

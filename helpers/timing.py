@@ -12,7 +12,10 @@ from typing import Callable
 
 @dataclass
 class Timing:
-    """Seconds per run: the median and the spread of several runs after a warm-up."""
+    """Seconds per run: the median and the spread of several runs after a warm-up.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
 
     runs: list[float]
 
@@ -32,6 +35,8 @@ class Timing:
 def time_runs(function: Callable[[], object], repeats: int = 5, warmup: int = 1) -> Timing:
     """Call `function` `warmup` times untimed, then `repeats` times timed.
 
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+
     >>> time_runs(lambda: sum(range(10_000))).median > 0
     True
     """
@@ -47,7 +52,10 @@ def time_runs(function: Callable[[], object], repeats: int = 5, warmup: int = 1)
 
 @dataclass
 class PairedRatio:
-    """How many times longer `slow` took than `fast`, from alternating runs."""
+    """How many times longer `slow` took than `fast`, from alternating runs.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
 
     ratios: list[float]
     slow: Timing
@@ -64,6 +72,8 @@ class PairedRatio:
 def paired_ratio(slow: Callable[[], object], fast: Callable[[], object], repeats: int = 5, warmup: int = 1) -> PairedRatio:
     """Time `slow` and `fast` alternately (A, B, A, B, …) and return the median of the pairwise
     ratios slow/fast: a slow-down of the whole machine hits both sides of a pair, so it cancels.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
 
     >>> paired_ratio(lambda: sum(range(100_000)), lambda: sum(range(1_000))).median > 1
     True

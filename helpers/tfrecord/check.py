@@ -87,7 +87,10 @@ def _framing_problem(path: str, compression: str | None) -> str | None:
 
 
 def scan_file(path: str | Path, compression: str | None) -> tuple[int, str | None]:
-    """Count the records in one file; on damage, the number of good records before it and why."""
+    """Count the records in one file; on damage, the number of good records before it and why.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
     path = str(path)
     if not is_regular_file(path):
         return 0, "the file is missing" if not os.path.lexists(path) else "not a regular file"

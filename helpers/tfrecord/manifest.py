@@ -25,7 +25,10 @@ FORMAT = "bigger-than-memory tfrecord shards"
 
 @dataclass
 class ShardInfo:
-    """One shard file: its name, record count, size, the file's SHA-256, and the SHA-256 of its records."""
+    """One shard file: its name, record count, size, the file's SHA-256, and the SHA-256 of its records.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
 
     file: str
     records: int
@@ -63,7 +66,10 @@ class SplitManifest:
 
 
 def check_split_name(split: str) -> str:
-    """A split name becomes part of file names, so it must be one plain name (`train`, `test`, …)."""
+    """A split name becomes part of file names, so it must be one plain name (`train`, `test`, …).
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
     try:
         return check_name(split, "split name")
     except ValueError as e:
@@ -82,6 +88,10 @@ def shard_name(split: str, index: int, num_shards: int) -> str:
 
 
 def manifest_path(directory: str | Path) -> Path:
+    """`directory/manifest.json`.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
     return Path(directory) / MANIFEST
 
 
@@ -160,6 +170,7 @@ def save_split(directory: str | Path, manifest: SplitManifest) -> None:
 
     The read-modify-write happens under a lock file, so writers of different splits in one
     folder never lose each other's entries, and the file is replaced atomically.
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
     """
     path = manifest_path(directory)
     with FileLock(Path(directory) / MANIFEST_LOCK, f"the manifest {path}", wait=True):

@@ -16,7 +16,10 @@ from helpers.tfrecord.manifest import SplitManifest, manifest_path, read_manifes
 
 
 class DamagedShardsWarning(UserWarning):
-    """`read_split(..., skip_damaged=True)` left out unreadable records; the message counts them."""
+    """`read_split(..., skip_damaged=True)` left out unreadable records; the message counts them.
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
 
 
 def _image_fits_spec(example: tf.train.Example, manifest: SplitManifest) -> bool:

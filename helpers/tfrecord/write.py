@@ -24,7 +24,10 @@ NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def tf_options(compression: str | None) -> tf.io.TFRecordOptions | None:
-    """`TFRecordOptions` for a compression name in COMPRESSIONS (None: uncompressed)."""
+    """`TFRecordOptions` for a compression name in COMPRESSIONS (None: uncompressed).
+
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+    """
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {COMPRESSIONS}, not {compression!r}")
     return tf.io.TFRecordOptions(compression_type=compression) if compression else None
