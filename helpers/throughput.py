@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import keras
 
@@ -99,6 +99,9 @@ def compare_pipelines(
     epoch, as a new epoch starts its pipeline anew in real use.
     Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
+    if n_images <= batch_size:
+        raise ValueError(f"compare_pipelines needs at least two batches per epoch to time the steady part after the "
+                         f"first one; got n_images={n_images} with batch_size={batch_size}.")
     names = list(pipelines)
     baseline = names[0]
     results = {name: PipelineTiming(name, n_images - min(batch_size, n_images)) for name in names}
@@ -130,3 +133,106 @@ def compare_pipelines(
                 if name != baseline:
                     record(name, other, base)
     return results
+
+
+# ---------------------------------------------------------------- the pipeline alone, against the model
+
+
+def batches_of(source) -> Iterator:
+    """The batches of one epoch of a `PyDataset` (asked by index, as one worker would) or of any
+    iterable such as a `tf.data.Dataset`.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    if isinstance(source, keras.utils.PyDataset):
+        return (source[i] for i in range(len(source)))
+    return iter(source)
+
+
+def pipeline_rate(source) -> float:
+    """Images per second one epoch of `source` delivers with no model at all, every batch decoded
+    and ready as `fit` would get it; counted from the end of the first batch, like `EpochTimer`.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    batches = batches_of(source)
+    next(batches)
+    start, images = time.perf_counter(), 0
+    for inputs, *_ in batches:
+        images += len(inputs)
+    if images == 0:
+        raise ValueError("pipeline_rate needs at least two batches to time the steady part after the first")
+    return images / (time.perf_counter() - start)
+
+
+@dataclass
+class Headroom:
+    """A pipeline's throughput alone, and how many times the model's training throughput it is.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+
+    name: str
+    rates: list[float] = field(default_factory=list)    # images/s alone, per round
+    ratios: list[float] = field(default_factory=list)   # rate / training rate of the same round
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def low(self) -> float:
+        return min(self.ratios)
+
+    @property
+    def high(self) -> float:
+        return max(self.ratios)
+
+
+def measure_headroom(
+    model: keras.Model,
+    training_fit_args: Callable[[], dict],
+    pipelines: dict[str, Callable[[], object]],
+    n_images: int,
+    batch_size: int,
+    rounds: int = 3,
+    warmup_rounds: int = 1,
+) -> tuple[list[float], dict[str, Headroom]]:
+    """How far each pipeline, alone, out-runs the model training from memory on this machine.
+
+    Each round trains `model` for one epoch of `n_images` from `training_fit_args()`
+    (steady-state images/s, as in `compare_pipelines`) and runs one epoch of every pipeline with
+    no model (`pipeline_rate`); training goes first in even rounds and last in odd ones. A
+    pipeline's headroom in a round is its rate over that round's training rate: above 1 it
+    keeps up with this machine's training; to feed a GPU that trains N times faster it needs
+    about N. Returns the training rates per round and one `Headroom` per pipeline.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    if n_images <= batch_size:
+        raise ValueError(f"measure_headroom needs at least two batches per epoch; got n_images={n_images} "
+                         f"with batch_size={batch_size}.")
+    training_rates: list[float] = []
+    results = {name: Headroom(name) for name in pipelines}
+
+    def training_rate() -> float:
+        timer = EpochTimer()
+        model.fit(**training_fit_args(), epochs=1, verbose=0, callbacks=[timer])
+        return (n_images - batch_size) / timer.steady_seconds
+
+    for round_index in range(warmup_rounds + rounds):
+        training_first = round_index % 2 == 0
+        trained = training_rate() if training_first else None
+        rates = {name: pipeline_rate(make()) for name, make in pipelines.items()}
+        if not training_first:
+            trained = training_rate()
+        if round_index < warmup_rounds:
+            continue
+        training_rates.append(trained)
+        for name, rate in rates.items():
+            results[name].rates.append(rate)
+            results[name].ratios.append(rate / trained)
+    return training_rates, results

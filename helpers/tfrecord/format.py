@@ -181,29 +181,39 @@ def png_header(data: bytes) -> tuple[int, int, int]:
     return height, width, depth
 
 
-def check_record(index: int, image, label, spec: FeatureSpec, encoding: str) -> None:
-    """Raise `ShardError` naming record `index` if it does not fit `spec` (shape, dtype, label).
+def record_checker(spec: FeatureSpec, encoding: str) -> Callable[[int, object, object], None]:
+    """A function `check(index, image, label)` that raises `ShardError` naming record `index` if it
+    does not fit `spec` (shape, dtype, integer label). Built once per split: it runs for every record.
 
     Introduced in notebooks/02_tfrecord_conversion.ipynb.
     """
-    if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
-        raise ShardError(f"record {index}: label {label!r} is a {type(label).__name__}; labels must be integers.")
-    if encoding == "png":
+    shape, dtype = spec.image_shape, np.dtype(spec.image_dtype)
+    png_expected = (spec.image_shape[:2], 8 * dtype.itemsize)
+
+    def check_label(index: int, label) -> None:
+        if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
+            raise ShardError(f"record {index}: label {label!r} is a {type(label).__name__}; labels must be integers.")
+
+    def check_png(index: int, image, label) -> None:
+        check_label(index, label)
         try:
             height, width, depth = png_header(image)
         except (TypeError, ValueError):
             raise ShardError(f"record {index}: the png encoding takes the bytes of a PNG file, got "
                              f"{type(image).__name__}.") from None
-        expected = (spec.image_shape[:2], 8 * np.dtype(spec.image_dtype).itemsize)
-        if ((height, width), depth) != expected:
+        if ((height, width), depth) != png_expected:
             raise ShardError(f"record {index}: the PNG is {height}x{width} at {depth} bits, but the feature spec says "
                              f"{spec.image_dtype} {spec.image_shape}.")
-        return
-    if image.shape != spec.image_shape or image.dtype.name != spec.image_dtype:
-        raise ShardError(
-            f"record {index}: image is {image.dtype.name} {tuple(image.shape)}, but the feature spec says "
-            f"{spec.image_dtype} {spec.image_shape}. Every record in a split must have the same shape and dtype."
-        )
+
+    def check_array(index: int, image, label) -> None:
+        check_label(index, label)
+        if image.shape != shape or image.dtype != dtype:  # dtype objects compare fast; .name is slow
+            raise ShardError(
+                f"record {index}: image is {image.dtype.name} {tuple(image.shape)}, but the feature spec says "
+                f"{spec.image_dtype} {spec.image_shape}. Every record in a split must have the same shape and dtype."
+            )
+
+    return check_png if encoding == "png" else check_array
 
 
 # ---------------------------------------------------------------- parsers: bytes -> (image, label)

@@ -16,7 +16,7 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from helpers.files import FileLock, LockHeldError, sha256_of, write_then_rename
-from helpers.tfrecord.format import ENCODINGS, FeatureSpec, ShardError, check_record, make_encoder
+from helpers.tfrecord.format import ENCODINGS, FeatureSpec, ShardError, make_encoder, record_checker
 from helpers.tfrecord.manifest import (COMPRESSIONS, ShardInfo, SplitManifest, check_split_name, load_manifest,
                                        manifest_path, save_split, shard_name)
 
@@ -65,8 +65,7 @@ def _split_lock(directory: Path, split: str) -> Iterator[OSError | None]:
 
 
 def _update(digest, record: bytes) -> None:
-    digest.update(len(record).to_bytes(8, "little"))  # the length too, so records can't run into each other
-    digest.update(record)
+    digest.update(len(record).to_bytes(8, "little") + record)  # the length too, so records can't run into each other
 
 
 def write_shards(
@@ -141,13 +140,13 @@ def write_shards(
     spec.check_encoding(encoding)
     manifest = SplitManifest(split, encoding, compression, spec.to_json(), num_shards, total, fingerprint)
 
-    encode = make_encoder(encoding)
+    encode, check = make_encoder(encoding), record_checker(spec, encoding)
 
     def encoded() -> Iterator[bytes]:
         for index, (image, label) in enumerate(iterator):
             if encoding != "png":
                 image = np.asarray(image)
-            check_record(index, image, label, spec, encoding)
+            check(index, image, label)
             yield encode(image, label)
 
     stream = encoded()
@@ -210,7 +209,7 @@ def write_shards(
             with write_then_rename(path) as tmp:
                 with tf.io.TFRecordWriter(str(tmp), options) as writer:
                     for record in itertools.islice(stream, size):
-                        _update(digest, record)
+                        digest.update(len(record).to_bytes(8, "little") + record)  # as _update, inlined: per record
                         writer.write(record)
                         count += 1
                         if count % 1024 == 0:
