@@ -50,6 +50,8 @@ CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog
 
 # Where the last load of each dataset came from, for notebooks to print or assert on.
 _sources: dict[str, str] = {}
+DISPLAY_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
+STANDIN_DESCRIPTIONS = {"mnist": "digits drawn from stroke glyphs", "cifar10": "ten classes of coloured shapes"}
 
 
 class DatasetFileError(ValueError):
@@ -75,6 +77,19 @@ def source_of(name: str) -> str:
     'not loaded yet'
     """
     return _sources.get(name, "not loaded yet")
+
+
+def dataset_label(name: str) -> str:
+    """What to call the data in titles and prose: 'MNIST', or 'MNIST stand-in' when the last load
+    fell back to generated data ('mnist' or 'cifar10').
+
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+
+    >>> dataset_label("mnist") in ("MNIST", "MNIST stand-in")
+    True
+    """
+    label = DISPLAY_NAMES[name]
+    return f"{label} stand-in" if source_of(name).startswith("stand-in") else label
 
 
 def cifar10_class_names() -> list[str]:
@@ -268,8 +283,9 @@ def _load(name: str, local: Path, read_local, make_standin, allow_download: bool
                 raise _unavailable(name, local, reason)
             n_train, n_test = STANDIN_SIZES[name]
             print(
-                f"Quick mode: {name} is not available ({reason}); "
-                f"using a generated stand-in of {n_train:,} train / {n_test:,} test images."
+                f"Quick mode: {DISPLAY_NAMES[name]} is not in {local.parent} and could not be downloaded, so this run "
+                f"uses a generated stand-in ({n_train:,} train / {n_test:,} test images, {STANDIN_DESCRIPTIONS[name]}); "
+                f"accuracies and losses on the real {DISPLAY_NAMES[name]} will differ."
             )
             x_train, y_train = make_standin(n_train, seed=1)
             x_test, y_test = make_standin(n_test, seed=2)
