@@ -150,18 +150,17 @@ def batches_of(source) -> Iterator:
 
 
 def pipeline_rate(source) -> float:
-    """Images per second one epoch of `source` delivers with no model at all, every batch decoded
-    and ready as `fit` would get it; counted from the end of the first batch, like `EpochTimer`.
+    """Images per second one whole epoch of `source` delivers with no model at all, every batch
+    decoded and ready as `fit` would get it.
 
+    The first batch counts: a pipeline's start-up (opening files, filling a shuffle buffer,
+    starting workers) recurs at the start of every epoch, and a large shuffle buffer can hold most
+    of a small epoch before the first batch comes out.
     Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
-    batches = batches_of(source)
-    next(batches)
     start, images = time.perf_counter(), 0
-    for inputs, *_ in batches:
+    for inputs, *_ in batches_of(source):
         images += len(inputs)
-    if images == 0:
-        raise ValueError("pipeline_rate needs at least two batches to time the steady part after the first")
     return images / (time.perf_counter() - start)
 
 
@@ -205,8 +204,9 @@ def measure_headroom(
     """How far each pipeline, alone, out-runs the model training from memory on this machine.
 
     Each round trains `model` for one epoch of `n_images` from `training_fit_args()`
-    (steady-state images/s, as in `compare_pipelines`) and runs one epoch of every pipeline with
-    no model (`pipeline_rate`); training goes first in even rounds and last in odd ones. A
+    (steady-state images/s, as in `compare_pipelines`, so one-off compilation is left out) and
+    runs one whole epoch of every pipeline with no model (`pipeline_rate`, start-up included:
+    the comparison leans against the pipeline); training goes first in even rounds and last in odd ones. A
     pipeline's headroom in a round is its rate over that round's training rate: above 1 it
     keeps up with this machine's training; to feed a GPU that trains N times faster it needs
     about N. Returns the training rates per round and one `Headroom` per pipeline.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from helpers.files import is_regular_file
+from helpers.files import is_regular_file, sha256_of
 from helpers.tfrecord.check import TF_READ_ERRORS, short_tf_error, verify_shards
 from helpers.tfrecord.format import ShardError, parse_batch_fn, parse_example_fn, png_header
 from helpers.tfrecord.manifest import SplitManifest, manifest_path, read_manifest
@@ -100,6 +100,9 @@ def read_split(
     vectorized: bool = True,
     parallel_reads: int | None = None,
     skip_damaged: bool = False,
+    shuffle_buffer: int = 0,
+    seed: int | None = None,
+    verify: bool = False,
 ) -> tf.data.Dataset:
     """A dataset of `(image, label)` batches (or single records with `batch_size=None`), in file order.
 
@@ -109,8 +112,14 @@ def read_split(
     a missing, truncated or mis-described shard is a `ShardError` naming the file.
     `parallel_reads` reads several shards at once (records then interleave across shards).
 
+    With `shuffle_buffer > 0` the order changes every epoch, in the three steps notebook 04 builds
+    by hand: the list of shards is shuffled, `parallel_reads` shards are read at once taking
+    whichever record is ready first (`deterministic=False`), and a buffer of `shuffle_buffer`
+    records mixes them further. (Without it, records come in file order.)
+
     Damage that keeps a file's size (a flipped byte) shows up while reading, as TensorFlow's
-    `DataLossError`. With `skip_damaged=True` every shard is read once first (`verify_shards`);
+    `DataLossError`, unless `verify=True`, which compares every shard's SHA-256 with the manifest
+    first (one extra read of the data) and names a changed file before training starts. With `skip_damaged=True` every shard is read once first (`verify_shards`);
     the pipeline then reads only the records before each file's first damaged one, ends
     normally, and a `DamagedShardsWarning` says how many records were lost and where. Do not
     add `.ignore_errors()` to this dataset: with a known cardinality, a damaged file makes it
@@ -123,16 +132,25 @@ def read_split(
     source = f"split {split!r} of {directory}"
     if skip_damaged:
         files, counts = _readable_records(directory, split, manifest)
-        pairs = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
-        ds = pairs.interleave(lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression).take(n),
-                              cycle_length=parallel_reads or 1, num_parallel_calls=parallel_reads)
-        total = sum(counts)
     else:
         check_shard_files(directory, manifest)
-        ds = tf.data.TFRecordDataset(manifest.files(directory), compression_type=compression,
-                                     num_parallel_reads=parallel_reads)
-        total = manifest.total_records
-    ds = ds.apply(tf.data.experimental.assert_cardinality(total))
+        if verify:
+            for info in manifest.shards:
+                if sha256_of(directory / info.file) != info.sha256:
+                    raise ShardError(f"{directory / info.file}: checksum differs from the manifest: the file changed "
+                                     f"after it was written. verify_shards() shows where; re-create it with the same "
+                                     f"write_shards() call.")
+        files, counts = manifest.files(directory), [s.records for s in manifest.shards]
+    shuffle = shuffle_buffer > 0
+    pairs = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
+    if shuffle:
+        pairs = pairs.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    ds = pairs.interleave(lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression).take(n),
+                          cycle_length=parallel_reads or 1, num_parallel_calls=parallel_reads,
+                          deterministic=None if parallel_reads is None else not shuffle)
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(sum(counts)))
     if batch_size is None:
         return ds.map(parse_example_fn(manifest.encoding, manifest.spec, source), num_parallel_calls=tf.data.AUTOTUNE)
     if vectorized:
