@@ -15,8 +15,9 @@ Keys (training throughput, disk / memory: median over rounds of adjacent epoch p
 
 Keys (GPU headroom: the pipeline alone, no model, every batch decoded and ready as `fit` gets it,
 divided by the model's in-memory training throughput on this machine at batch 32):
-- gpu_headroom_ae: the recommended pipeline (goal ≥ 12: an H200 trains this model about 12-30x
-  faster than these 2 cores at batch 32, see helpers/gpu_reference.py)
+- gpu_headroom_ae: the recommended pipeline (goal ≥ 12, from issue 8: the reference H200 trains this
+  model 11,506 images/s at batch 32, helpers/gpu_reference.py; the detail line prints how many times
+  this machine's own speed that is, about 8x on the 2-core machine this was written on)
 - gpu_headroom_ae_png: the plain PNG `PyDataset`
 - gpu_headroom_ae_memmap, gpu_headroom_ae_tfdata_png: the others
 

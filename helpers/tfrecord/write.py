@@ -188,7 +188,8 @@ def write_shards(
 
         written_any = False
         for shard_index, size in enumerate(shard_sizes(total, num_shards)):
-            name, path = shard_name(split, shard_index, num_shards), directory / shard_name(split, shard_index, num_shards)
+            name = shard_name(split, shard_index, num_shards)
+            path = directory / name
             digest, count = hashlib.sha256(), 0
             if name in done:  # intact on disk: check the input still gives the same records
                 for record in itertools.islice(stream, size):
