@@ -8,6 +8,8 @@ adjacent epoch pairs, A B then B A; files page-cached):
 - stream_vs_memory_fit_bs32: the same at batch 32 (goal ≥ 0.95)
 - seed_vs_memory_fit_bs256: the older article's pipeline ported as-is (float_list records, per-record
   parse, shuffle, batch; no parallelism, no prefetch) against float32 arrays
+- memory_vs_memory_fit_bs256: an A/A control, in-memory training on both sides: its range is this
+  machine's noise floor, the least spread any training ratio here can have
 
 Keys (GPU headroom: the pipeline alone, every batch parsed and ready, / the model's in-memory
 training throughput here, batch 256):
@@ -88,6 +90,7 @@ def run(quick: bool) -> list[Result]:
 
         bs256 = versus_memory(article_mlp(), x, lambda: {"x": stream(workdir / "raw", 256)}, n, 256)
         bs32 = versus_memory(article_mlp(), x, lambda: {"x": stream(workdir / "raw-small", 32)}, n_small_batch, 32)
+        control = versus_memory(article_mlp(), x, lambda: {"x": x, "y": y, "batch_size": 256}, n, 256)
         seed = versus_memory(article_mlp(uint8_input=False), x_float,
                              lambda: {"x": seed_pipeline(workdir / "float", 256), "steps_per_epoch": -(-n // 256)}, n, 256)
         cache_file = workdir / "cache" / "train"
@@ -121,6 +124,8 @@ def run(quick: bool) -> list[Result]:
                         "MLP training from shards (notebook 04's pipeline) / from uint8 arrays, batch 256", "≥ 0.97",
                         n, 256),
         training_result("stream_vs_memory_fit_bs32", bs32, "the same at batch 32", "≥ 0.95", n_small_batch, 32),
+        training_result("memory_vs_memory_fit_bs256", control,
+                        "A/A control: training from uint8 arrays on both sides; the range is the noise floor", "-", n, 256),
         training_result("seed_vs_memory_fit_bs256", seed,
                         "the older article's pipeline as-is (float_list, per-record parse, no prefetch) / float32 arrays",
                         "-", n, 256),
