@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.run import Result, judge
+from benchmarks.run import Result
 from helpers.autoencoder import article_autoencoder
 from helpers.gpu_reference import gpu_appetite
 from helpers.packed import export_packed_uint8
@@ -105,11 +105,10 @@ def run(quick: bool) -> list[Result]:
 
     def training_result(key, name, meaning, goal="-"):
         r = results[name]
-        low, high = min(r.ratios), max(r.ratios)
         detail = (f"{r.images_per_second:,.0f} img/s vs memory {results['memory'].images_per_second:,.0f} img/s over "
                   f"{len(r.ratios)} pairs of {n:,}-image epochs at batch {BATCH_SIZE}; first batch after "
                   f"{r.start_up * 1e3:.0f} ms (memory {results['memory'].start_up * 1e3:.0f} ms)")
-        return Result(key, r.ratio, meaning, goal, judge(low, high, goal), detail, low, high)
+        return Result.from_pairs(key, r.ratios, meaning, goal, detail)
 
     h100 = gpu_appetite("cifar_autoencoder", HEADROOM_BATCH_SIZE).samples_per_second
     training_median = float(np.median(training_rates))
@@ -118,7 +117,7 @@ def run(quick: bool) -> list[Result]:
         h = headroom[name]
         detail = (f"alone {h.rate:,.0f} img/s; training from memory here {training_median:,.0f} img/s at batch "
                   f"{HEADROOM_BATCH_SIZE}; the reference GPU trains {h100:,} img/s")
-        return Result(key, h.ratio, meaning, goal, judge(h.low, h.high, goal), detail, h.low, h.high)
+        return Result.from_pairs(key, h.ratios, meaning, goal, detail)
 
     return [
         training_result("recommended_disk_vs_memory_ae", RECOMMENDED,
@@ -129,8 +128,9 @@ def run(quick: bool) -> list[Result]:
         training_result("memmap_vs_memory_ae", "memmap", "PyDataset over a memory-mapped uint8 .npy file / memory, page-cached"),
         training_result("pydataset_png_vs_memory_ae", "pydataset_png",
                         "plain PyDataset over PNG files (PIL, 1 worker) / memory, page-cached"),
-        Result("cold_read_slowdown", cold.median, "reading the shards after dropping them from the page cache / cached",
-               "> 1", judge(cold.low, cold.high, "> 1"), f"cold {cold.slow}; cached {cold.fast}", cold.low, cold.high),
+        Result.from_pairs("cold_read_slowdown", cold.ratios,
+                          "reading the shards after dropping them from the page cache / cached", "> 1",
+                          f"cold {cold.slow}; cached {cold.fast}"),
         headroom_result("gpu_headroom_ae", RECOMMENDED,
                         "recommended pipeline alone / training from memory here, batch 32 (can it feed a GPU?)", "≥ 12"),
         headroom_result("gpu_headroom_ae_png", "pydataset_png", "plain PNG PyDataset alone / training from memory here"),

@@ -33,7 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.run import Result, judge
+from benchmarks.run import Result
 from helpers.gpu_reference import gpu_appetite
 from helpers.mlp import article_mlp
 from helpers.standins import make_digits
@@ -105,10 +105,9 @@ def run(quick: bool) -> list[Result]:
 
     def training_result(key, results, meaning, goal, n_images, batch_size):
         r = results["stream"]
-        low, high = min(r.ratios), max(r.ratios)
         detail = (f"{r.images_per_second:,.0f} samples/s vs memory {results['memory'].images_per_second:,.0f} "
                   f"over {len(r.ratios)} pairs of {n_images:,}-sample epochs at batch {batch_size}")
-        return Result(key, r.ratio, meaning, goal, judge(low, high, goal), detail, low, high)
+        return Result.from_pairs(key, r.ratios, meaning, goal, detail)
 
     gpu = gpu_appetite("mnist_mlp", 256).samples_per_second
     training_here = float(np.median(training_rates))
@@ -117,7 +116,7 @@ def run(quick: bool) -> list[Result]:
         h = headroom[name]
         detail = (f"alone {h.rate:,.0f} samples/s; training from memory here {training_here:,.0f} samples/s; "
                   f"the reference GPU trains {gpu:,} samples/s at batch 256 ({gpu / training_here:.1f}x this machine)")
-        return Result(key, h.ratio, meaning, goal, judge(h.low, h.high, goal), detail, h.low, h.high)
+        return Result.from_pairs(key, h.ratios, meaning, goal, detail)
 
     return [
         training_result("stream_vs_memory_fit_bs256", bs256,

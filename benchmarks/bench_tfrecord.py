@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.run import Result, judge
+from benchmarks.run import Result
 from helpers.standins import make_digits
 from helpers.tfrecord import read_split, write_shards
 from helpers.timing import PairedRatio, Timing, paired_ratio
@@ -93,7 +93,7 @@ def run(quick: bool) -> list[Result]:
         shutil.rmtree(workdir, ignore_errors=True)
 
     def result(key, ratio: PairedRatio, meaning, goal, detail):
-        return Result(key, ratio.median, meaning, goal, judge(ratio.low, ratio.high, goal), detail, ratio.low, ratio.high)
+        return Result.from_pairs(key, ratio.ratios, meaning, goal, detail)
 
     size_ok = helper_bytes / raw_bytes <= 1.10
     return [

@@ -18,6 +18,7 @@ import json
 import os
 import pkgutil
 import platform
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ class Result:
     detail: str = ""    # timings behind the ratio
     low: float | None = None   # lowest pair
     high: float | None = None  # highest pair
+
+    @classmethod
+    def from_pairs(cls, key: str, ratios: list[float], meaning: str, goal: str = "-", detail: str = "") -> "Result":
+        """A result from pairwise ratios: their median, their range, and the goal judged on its unfavourable end."""
+        low, high = min(ratios), max(ratios)
+        return cls(key, statistics.median(ratios), meaning, goal, judge(low, high, goal), detail, low, high)
 
     @property
     def range_text(self) -> str:

@@ -4,7 +4,6 @@ Introduced in notebooks/03_pydataset_autoencoder.ipynb.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np

@@ -25,7 +25,6 @@ import pytest
 from PIL import Image
 
 from helpers import datasets
-from helpers import files as F
 from helpers import png_folder as P
 from helpers import tfrecord as T
 from helpers.config import data_dir
