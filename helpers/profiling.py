@@ -94,6 +94,53 @@ def benchmark(make: Callable[[], tf.data.Dataset], *, model: keras.Model | None 
 
 
 @dataclass
+class Ladder:
+    """Pipelines timed in a sequence, each step against the one before it.
+
+    Introduced in notebooks/05_pipeline_profiling.ipynb.
+    """
+
+    names: list[str]
+    rates: dict[str, list[float]] = field(default_factory=dict)   # samples/s per round
+
+    def gain(self, name: str) -> Benchmark:
+        """Step `name` against the step before it, round by round."""
+        index = self.names.index(name)
+        if index == 0:
+            raise ValueError(f"{name!r} is the first step: it has no step before it")
+        return Benchmark(self.rates[name], self.rates[self.names[index - 1]])
+
+    def versus(self, name: str, baseline: str) -> Benchmark:
+        """Step `name` against any other step, round by round."""
+        return Benchmark(self.rates[name], self.rates[baseline])
+
+
+def benchmark_ladder(steps: dict[str, Callable[[], tf.data.Dataset]], repeats: int = 5, warmup: int = 1) -> Ladder:
+    """Time each pipeline alone for one epoch, in rounds that run every step in turn.
+
+    Rounds alternate direction (first to last, then last to first), so each step runs next to
+    the step before it, after it in one round and before it in the next (A B, then B A): a
+    pair's ratio is not skewed by whatever the earlier run leaves behind, and a slow moment of
+    the machine falls on both sides. Half the runs of timing every step in its own pairs.
+    Introduced in notebooks/05_pipeline_profiling.ipynb.
+
+    >>> small = lambda n: lambda: tf.data.Dataset.range(n).batch(10)
+    >>> ladder = benchmark_ladder({"short": small(100), "long": small(1_000)}, repeats=2)
+    >>> len(ladder.gain("long").ratios)
+    2
+    """
+    names = list(steps)
+    ladder = Ladder(names, {name: [] for name in names})
+    for round_index in range(warmup + repeats):
+        order = names if round_index % 2 == 0 else names[::-1]
+        rates = {name: pipeline_rate(steps[name]()) for name in order}
+        if round_index >= warmup:
+            for name in names:
+                ladder.rates[name].append(rates[name])
+    return ladder
+
+
+@dataclass
 class Diagnosis:
     """What `diagnose` measured, and what it means.
 
@@ -143,7 +190,9 @@ def diagnose(make: Callable[[], tf.data.Dataset], model: keras.Model, *, rounds:
     """
     steps = int(make().cardinality())
     if steps < 2:
-        raise ValueError("diagnose needs a dataset of known length with at least two batches")
+        raise ValueError("diagnose needs a dataset of known length with at least two batches: a TFRecordDataset's "
+                         "length is unknown until read, so add .apply(tf.data.experimental.assert_cardinality(n)) "
+                         "with the number of records (read_split does this from the manifest)")
 
     def model_alone() -> tf.data.Dataset:
         return make().take(1).cache().repeat(steps)
