@@ -6,6 +6,9 @@ adjacent epoch pairs, A B then B A; files page-cached):
 - stream_vs_memory_fit_bs256: notebook 04's pipeline (shuffled file order, 4 shards interleaved,
   a 10,000-record shuffle buffer, batch, vectorised parse, prefetch) against uint8 arrays (goal ≥ 0.97)
 - stream_vs_memory_fit_bs32: the same at batch 32 (goal ≥ 0.95)
+- blocks_vs_memory_fit_bs256: notebook 05's block records (256 images per record, shuffled files,
+  blocks and images mixed 8 blocks at a time, prefetch) against uint8 arrays: the streaming
+  pipeline with the least per-image work
 - seed_vs_memory_fit_bs256: the older article's pipeline ported as-is (float_list records, per-record
   parse, shuffle, batch; no parallelism, no prefetch) against float32 arrays
 - memory_vs_memory_fit_bs256: an A/A control, in-memory training on both sides: its range is this
@@ -18,6 +21,7 @@ training throughput here, batch 256):
   reference H200 trains this model 186,431 samples/s at batch 256, helpers/gpu_reference.py; the
   detail line prints how many times this machine's own speed that is, about 3x here)
 - gpu_headroom_mnist_bs256_uncached: notebook 04's pipeline without the cache
+- gpu_headroom_mnist_bs256_blocks: notebook 05's block records, streaming (no cache)
 
 The digits are generated MNIST-shaped images (28x28 uint8): parsing and copying costs depend on
 the record size, not on the pixels; the model's speed does not depend on them either.
@@ -38,6 +42,7 @@ from helpers.gpu_reference import gpu_appetite
 from helpers.mlp import article_mlp
 from helpers.standins import make_digits
 from helpers.tfrecord import read_split, write_shards
+from helpers.tfrecord.blocks import read_blocks, write_blocks
 from helpers.throughput import compare_pipelines, measure_headroom
 
 SHUFFLE_BUFFER = 10_000
@@ -55,9 +60,9 @@ def cached(directory: Path, batch_size: int, cache_file: Path) -> tf.data.Datase
             .cache(str(cache_file)).shuffle(64).prefetch(tf.data.AUTOTUNE))
 
 
-def seed_pipeline(path: Path, batch_size: int) -> tf.data.Dataset:
+def seed_pipeline(path: Path, batch_size: int, repeat: bool = True) -> tf.data.Dataset:
     """The older article's train.py input, in TF 2: float_list records parsed one at a time, repeated
-    for ever (the article then told `fit` the number of steps per epoch)."""
+    for ever (the article then told `fit` the number of steps per epoch); `repeat=False` gives one epoch."""
     def parse(example):
         features = tf.io.parse_single_example(example, {
             "image": tf.io.FixedLenFeature([28 * 28], tf.float32),
@@ -65,7 +70,8 @@ def seed_pipeline(path: Path, batch_size: int) -> tf.data.Dataset:
         return tf.reshape(features["image"], (28, 28)) / 255.0, features["label"]
 
     files = sorted(str(p) for p in path.glob("train-*.tfrecord"))
-    return tf.data.TFRecordDataset(files).map(parse).shuffle(batch_size * 100).batch(batch_size).repeat(-1)
+    ds = tf.data.TFRecordDataset(files).map(parse).shuffle(batch_size * 100).batch(batch_size)
+    return ds.repeat(-1) if repeat else ds
 
 
 def run(quick: bool) -> list[Result]:
@@ -81,6 +87,10 @@ def run(quick: bool) -> list[Result]:
         write_shards(zip(x[:n_small_batch], y[:n_small_batch]), workdir / "raw-small", "train", 16,
                      total=n_small_batch, progress=False)
         write_shards(zip(x, y), workdir / "float", "train", 16, total=n, encoding="float_list", progress=False)
+        write_blocks(x, y, workdir / "blocks", "train", num_shards=8)
+
+        def blocks():
+            return read_blocks(workdir / "blocks", "train", 256, shuffle=True).prefetch(tf.data.AUTOTUNE)
 
         def versus_memory(model, memory_x, stream_fit_args, n_images, batch_size):
             return compare_pipelines(model, {
@@ -89,6 +99,7 @@ def run(quick: bool) -> list[Result]:
             }, n_images=n_images, batch_size=batch_size, rounds=rounds, warmup_rounds=1)
 
         bs256 = versus_memory(article_mlp(), x, lambda: {"x": stream(workdir / "raw", 256)}, n, 256)
+        from_blocks = versus_memory(article_mlp(), x, lambda: {"x": blocks()}, n, 256)
         bs32 = versus_memory(article_mlp(), x, lambda: {"x": stream(workdir / "raw-small", 32)}, n_small_batch, 32)
         control = versus_memory(article_mlp(), x, lambda: {"x": x, "y": y, "batch_size": 256}, n, 256)
         seed = versus_memory(article_mlp(uint8_input=False), x_float,
@@ -98,7 +109,8 @@ def run(quick: bool) -> list[Result]:
         training_rates, headroom = measure_headroom(
             article_mlp(), lambda: {"x": x, "y": y, "batch_size": 256},
             {"cached": lambda: cached(workdir / "raw", 256, cache_file),
-             "uncached": lambda: stream(workdir / "raw", 256)},
+             "uncached": lambda: stream(workdir / "raw", 256),
+             "blocks": blocks},
             n_images=n, batch_size=256, rounds=rounds, warmup_rounds=1)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -122,6 +134,8 @@ def run(quick: bool) -> list[Result]:
         training_result("stream_vs_memory_fit_bs256", bs256,
                         "MLP training from shards (notebook 04's pipeline) / from uint8 arrays, batch 256", "≥ 0.97",
                         n, 256),
+        training_result("blocks_vs_memory_fit_bs256", from_blocks,
+                        "MLP training from block records (notebook 05) / from uint8 arrays, batch 256", "-", n, 256),
         training_result("stream_vs_memory_fit_bs32", bs32, "the same at batch 32", "≥ 0.95", n_small_batch, 32),
         training_result("memory_vs_memory_fit_bs256", control,
                         "A/A control: training from uint8 arrays on both sides; the range is the noise floor", "-", n, 256),
@@ -133,4 +147,6 @@ def run(quick: bool) -> list[Result]:
                         "≥ 10"),
         headroom_result("gpu_headroom_mnist_bs256_uncached", "uncached",
                         "notebook 04's pipeline alone (parsing every epoch) / training here, batch 256"),
+        headroom_result("gpu_headroom_mnist_bs256_blocks", "blocks",
+                        "notebook 05's block records alone (streaming, parsing every epoch) / training here, batch 256"),
     ]

@@ -56,3 +56,21 @@ def test_verdict_thresholds_and_gpu_feed_sentence():
         "not input-bound", "not input-bound", "moderately input-bound", "moderately input-bound", "highly input-bound"]
     assert "could feed a GPU" in str(diagnosis(0.1, alone=2000, gpu=1500))
     assert "could not feed a GPU" in str(diagnosis(0.1, alone=1000, gpu=1500))
+
+
+def test_benchmark_ladder_pairs_each_step_with_the_one_before_and_finds_the_slow_one():
+    from helpers.profiling import benchmark_ladder
+
+    ladder = benchmark_ladder({"fast": lambda: instant(10), "slow": lambda: slow(10), "fast again": lambda: instant(10)},
+                              repeats=2, warmup=1)
+    assert all(len(rates) == 2 for rates in ladder.rates.values())
+    assert max(ladder.gain("slow").ratios) < 0.5        # slow is slower than the step before it
+    assert min(ladder.gain("fast again").ratios) > 2    # and the next step makes up for it
+    assert ladder.versus("fast again", "fast").ratios == [a / b for a, b in zip(ladder.rates["fast again"],
+                                                                                 ladder.rates["fast"])]
+    try:
+        ladder.gain("fast")
+    except ValueError as e:
+        assert "first step" in str(e)
+    else:
+        raise AssertionError("the first step has no step before it")

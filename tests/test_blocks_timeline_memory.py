@@ -1,0 +1,158 @@
+"""Block records, pipeline timelines and peak memory in a child process (notebook 05's helpers)."""
+import json
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers.peak_memory import MemoryRun, peak_training_memory
+from helpers.standins import make_digits
+from helpers.tfrecord import ShardError, write_shards
+from helpers.tfrecord.blocks import block_file_name, read_block_index, read_blocks, write_blocks
+from helpers.timeline import STEP, WAIT, record_timeline, start_spans, traced_map
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return make_digits(1_003, seed=3)
+
+
+@pytest.fixture()
+def blocks(tmp_path, digits):
+    x, y = digits
+    write_blocks(x, y, tmp_path, "train", num_shards=3, block_size=100)
+    return tmp_path
+
+
+# ---------------------------------------------------------------- block records
+
+
+def test_unshuffled_blocks_give_every_image_in_written_order_in_full_batches(blocks, digits):
+    x, y = digits
+    ds = read_blocks(blocks, "train", batch_size=64)
+    batches = [(a.numpy(), b.numpy()) for a, b in ds]
+    assert [len(b) for _, b in batches] == [64] * 15 + [43]
+    assert int(ds.cardinality()) == 16
+    assert np.array_equal(np.concatenate([a for a, _ in batches]), x)
+    assert np.array_equal(np.concatenate([b for _, b in batches]), y)
+    assert ds.element_spec[0].dtype == tf.uint8
+
+
+def test_shuffled_blocks_keep_every_image_once_and_change_order_each_epoch(blocks, digits):
+    x, y = digits
+    ds = read_blocks(blocks, "train", batch_size=64, shuffle=True, mix_blocks=3, seed=1)
+    epochs = [np.concatenate([b.numpy() for _, b in ds]) for _ in range(2)]
+    for labels in epochs:
+        assert sorted(labels.tolist()) == sorted(y.tolist())
+    assert not np.array_equal(epochs[0], epochs[1]) and not np.array_equal(epochs[0], y)
+    first = next(iter(ds))
+    pixel_sums = {int(v) for v in x.reshape(len(x), -1).sum(1)}
+    assert all(int(s) in pixel_sums for s in first[0].numpy().reshape(64, -1).sum(1))  # images intact
+
+
+def test_a_batch_draws_from_several_blocks_when_mixing(tmp_path):
+    # Labels sorted, so each block of 100 holds one class: a mixed batch holds several.
+    x = np.zeros((1_000, 4, 4), np.uint8)
+    y = np.repeat(np.arange(10), 100)
+    write_blocks(x, y, tmp_path, "sorted", num_shards=2, block_size=100)
+    batch = next(iter(read_blocks(tmp_path, "sorted", 50, shuffle=True, mix_blocks=4, seed=0)))[1].numpy()
+    assert len(set(batch.tolist())) >= 3
+
+
+def test_missing_truncated_and_renamed_block_files_are_named(blocks):
+    victim = blocks / block_file_name("train", 1, 3)
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-10])
+    with pytest.raises(ShardError, match=r"train-00001-of-00003\.blocks\.tfrecord is .* bytes"):
+        read_blocks(blocks, "train")
+    victim.unlink()
+    with pytest.raises(ShardError, match=r"train-00001-of-00003\.blocks\.tfrecord is missing"):
+        read_blocks(blocks, "train")
+    index = blocks / "train.blocks.json"
+    doc = json.loads(index.read_text())
+    doc["shards"][0]["file"] = "../../etc/passwd"
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match="not 'train-00000-of-00003"):
+        read_block_index(blocks, "train")
+    with pytest.raises(ShardError, match="write_blocks"):
+        read_blocks(blocks, "nothing-here")
+
+
+def test_block_writer_rejects_bad_labels_and_leaves_no_temporary_files(tmp_path):
+    from helpers.datasets import DatasetFileError
+
+    with pytest.raises(DatasetFileError):
+        write_blocks(np.zeros((10, 2, 2), np.uint8), np.full(10, 12), tmp_path, "bad", num_shards=2)
+    with pytest.raises(ValueError, match="10 images but 9 labels"):
+        write_blocks(np.zeros((10, 2, 2), np.uint8), np.zeros(9, int), tmp_path, "bad", num_shards=2)
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_wrong_image_spec_fails_instead_of_cutting_images_wrongly(blocks):
+    index = blocks / "train.blocks.json"
+    doc = json.loads(index.read_text())
+    doc["spec"]["image"]["shape"] = [28, 27]
+    index.write_text(json.dumps(doc))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="does not hold one uint8"):
+        list(read_blocks(blocks, "train"))
+
+
+# ---------------------------------------------------------------- timelines
+
+
+def test_a_timeline_records_each_stage_and_the_consumer_in_order():
+    def slow_parse(x):
+        return tf.py_function(lambda v: (time.sleep(0.01), v)[1], [x], tf.int64)
+
+    ds = traced_map(start_spans(tf.data.Dataset.range(40)), lambda x: x * 2, "double").batch(10)
+    ds = traced_map(ds, slow_parse, "slow")
+    timeline = record_timeline(ds, consume=lambda x: time.sleep(0.005))
+    assert len(timeline.rows) == 4
+    for row in timeline.rows:
+        assert set(row) == {"double", "slow", WAIT, STEP}
+        assert row["double"][0] <= row["double"][1] <= row["slow"][0] + 1e-3
+        assert row["slow"][1] - row["slow"][0] >= 0.009             # the sleep happened inside the span
+        assert row[STEP][1] - row[STEP][0] >= 0.004
+        assert row[WAIT][1] <= row[STEP][0] + 1e-6
+    # Without prefetch the consumer waits through every slow stage: most of the run is waiting.
+    assert 0.3 < timeline.waiting_share < 1
+    assert record_timeline(ds, max_batches=2).rows and len(record_timeline(ds, max_batches=2).rows) == 2
+
+
+def test_plot_timeline_draws_one_bar_per_stage_per_batch():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.timeline import plot_timeline
+
+    ds = traced_map(start_spans(tf.data.Dataset.range(6).batch(2)), lambda x: x + 1, "add")
+    timeline = record_timeline(ds)
+    fig, ax = plt.subplots()
+    plot_timeline(timeline, ax, "test")
+    assert len(ax.collections) == 3 * 3 and "waiting" in ax.get_title()
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- peak memory
+
+
+def test_loading_everything_peaks_higher_than_streaming_in_a_child_process(tmp_path, digits):
+    x, y = digits
+    n = 40_000  # 30 MiB of pixels: loading holds them several times over, streaming does not
+    picked = np.arange(n) % len(x)
+    write_shards(((x[i], y[i]) for i in picked), tmp_path, "train", 4, total=n, progress=False)
+    load = peak_training_memory("load", tmp_path, "train")
+    stream = peak_training_memory("stream", tmp_path, "train")
+    assert isinstance(load, MemoryRun) and load.samples == stream.samples == n
+    assert load.floor_mib > 100 and load.peak_mib >= load.floor_mib
+    assert load.peak_mib - stream.peak_mib > load.data_mib  # at least one extra copy of the data
+
+
+def test_a_failing_child_is_reported_with_its_error(tmp_path):
+    with pytest.raises(RuntimeError, match="manifest"):
+        peak_training_memory("stream", tmp_path, "train")
+    with pytest.raises(ValueError, match="mode"):
+        peak_training_memory("neither", tmp_path, "train")
