@@ -6,7 +6,8 @@ training step is spent waiting for input, with the TensorFlow profiler's verdict
 step time waiting: not input-bound; 5-20 %: moderately; over 20 %: highly), and whether the
 pipeline could feed a given GPU (`helpers.gpu_reference`).
 
-Introduced in notebooks/04_tfdata_mnist.ipynb (section 7); notebook 05 will take it apart.
+Introduced in notebooks/04_tfdata_mnist.ipynb (section 7); notebook 05 takes it apart and adds
+`benchmark_ladder`, which times a sequence of pipelines, each against the one before.
 """
 from __future__ import annotations
 

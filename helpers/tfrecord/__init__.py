@@ -14,7 +14,9 @@ One module per job, the way TensorFlow Datasets separates its serializer, shard 
 - `manifest`: shard names and `manifest.json`;
 - `write`: `write_shards`;
 - `read`: `read_split`;
-- `check`: `count_records`, `verify_shards`.
+- `check`: `count_records`, `verify_shards`;
+- `blocks`: records that each hold a block of images (`write_blocks`, `read_blocks`; notebook 05),
+  imported from `helpers.tfrecord.blocks`.
 
 Everything public is importable from `helpers.tfrecord` itself.
 
