@@ -1,6 +1,6 @@
 """Run every `benchmarks/bench_*.py` module and print one table of ratios.
 
-    python -m benchmarks.run            # full sizes (under 10 minutes on 2 cores)
+    python -m benchmarks.run            # full sizes (about 13 minutes on 2 cores)
     python -m benchmarks.run --quick    # small sizes, for a smoke test
     python -m benchmarks.run --json     # one JSON object {key: ratio, ..., "ranges": {...}} on stdout
     python -m benchmarks.run --only tfrecord

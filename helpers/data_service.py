@@ -1,0 +1,84 @@
+"""A tf.data service on this machine: one dispatcher and N workers, each its own process.
+
+On a cluster the dispatcher and the workers run on other machines, and the training hosts send
+their `tf.data` pipelines to them (`dataset.apply(tf.data.experimental.service.distribute(...))`).
+Here they are processes on localhost, started by the same code a cluster would run:
+
+    python -m helpers.data_service dispatcher --port 5050
+    python -m helpers.data_service worker --dispatcher localhost:5050
+
+`DataServiceCluster` starts them (ports chosen free at run time) and stops them when its `with`
+block ends.
+
+Introduced in notebooks/06_scaling_out.ipynb.
+"""
+from __future__ import annotations
+
+import argparse
+
+from helpers.processes import READY, ChildProcesses, exit_with_parent, free_port
+
+HEARTBEAT_MS = 200          # workers report to the dispatcher five times a second …
+WORKER_TIMEOUT_MS = 2_000   # … and one silent for two seconds is taken as gone
+
+
+class DataServiceCluster:
+    """A dispatcher and `workers` worker processes on localhost; `target` is the address to pass to
+    `tf.data.experimental.service.distribute(service=...)`.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+
+    def __init__(self, workers: int = 2) -> None:
+        self.n_workers = workers
+        self.children = ChildProcesses()
+        self.port = free_port()
+        self.target = f"grpc://localhost:{self.port}"
+
+    @property
+    def worker_names(self) -> list[str]:
+        return [name for name in self.children.processes if name.startswith("worker")]
+
+    def __enter__(self) -> "DataServiceCluster":
+        self.children.__enter__()
+        try:
+            self.children.start("dispatcher", ["-m", "helpers.data_service", "dispatcher", "--port", str(self.port)])
+            for index in range(self.n_workers):
+                self.children.start(f"worker-{index}", ["-m", "helpers.data_service", "worker",
+                                                        "--dispatcher", f"localhost:{self.port}"])
+        except BaseException:
+            self.children.__exit__(None, None, None)
+            raise
+        return self
+
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL one worker, as if its machine had died."""
+        self.children.kill(f"worker-{index}")
+
+    def __exit__(self, *exc) -> None:
+        self.children.__exit__(*exc)
+
+
+def _serve(role: str, port: int, dispatcher: str | None) -> None:
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    if role == "dispatcher":
+        server = service.DispatchServer(service.DispatcherConfig(port=port, worker_timeout_ms=WORKER_TIMEOUT_MS))
+    else:
+        server = service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher, port=port,
+                                                           heartbeat_interval_ms=HEARTBEAT_MS))
+    print(READY, flush=True)
+    server.join()
+
+
+if __name__ == "__main__":
+    exit_with_parent()
+    parser = argparse.ArgumentParser(prog="python -m helpers.data_service")
+    parser.add_argument("role", choices=["dispatcher", "worker"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--dispatcher", default=None, help="host:port of the dispatcher (workers only)")
+    arguments = parser.parse_args()
+    if arguments.role == "worker" and not arguments.dispatcher:
+        parser.error("a worker needs --dispatcher host:port")
+    _serve(arguments.role, arguments.port, arguments.dispatcher)

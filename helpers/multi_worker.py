@@ -1,0 +1,134 @@
+"""Data-parallel training over several worker processes with `MultiWorkerMirroredStrategy`.
+
+Every worker runs this same program; `TF_CONFIG` tells each one the cluster's addresses and
+which worker it is. Each reads its own files of the training shards (sharding by file), the
+workers add up their gradients after every step (all-reduce over gRPC), and so all of them end
+with the same weights. On a cluster the addresses are other machines; here they are ports on
+localhost, chosen free at run time.
+
+    train_on_workers(shard_dir, "train", workers=2, epochs=1)   # starts and waits for the workers
+    TF_CONFIG='{...}' python -m helpers.multi_worker DIR train 2 1 256 OUT.json   # what each runs
+
+Introduced in notebooks/06_scaling_out.ipynb.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.processes import exit_with_parent, free_port
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """What one worker reports after training.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+
+    index: int
+    replicas: int            # replicas in sync across the whole cluster
+    steps: int               # training steps this worker ran
+    samples: int             # samples this worker read
+    loss: list[float]        # per epoch
+    weights_sha256: str      # a digest of the final weights: equal on every worker
+
+
+def tf_config(addresses: list[str], index: int) -> str:
+    """The `TF_CONFIG` of worker `index` in a cluster of workers at `addresses`.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+
+    >>> tf_config(["localhost:1", "localhost:2"], 1)
+    '{"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker", "index": 1}}'
+    """
+    return json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}})
+
+
+def train_on_workers(directory: str | Path, split: str, workers: int = 2, epochs: int = 1,
+                     global_batch: int = 256, timeout: float = 300) -> list[WorkerResult]:
+    """Start `workers` processes that train the article's MLP together, wait for them, return their reports.
+
+    A worker that fails makes this raise with its last lines of output; every worker is
+    stopped before this returns or raises.
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    addresses = [f"localhost:{free_port()}" for _ in range(workers)]
+    out_dir = Path(directory) / f".{split}-workers"
+    out_dir.mkdir(exist_ok=True)
+    processes = []
+    try:
+        for index in range(workers):
+            out = out_dir / f"worker-{index}.json"
+            out.unlink(missing_ok=True)
+            env = {**os.environ, "TF_CONFIG": tf_config(addresses, index), "TF_CPP_MIN_LOG_LEVEL": "3"}
+            command = [sys.executable, "-m", "helpers.multi_worker", str(directory), split, str(epochs),
+                       str(global_batch), str(out)]
+            processes.append((subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                               text=True), out))
+        results = []
+        for index, (process, out) in enumerate(processes):
+            output, _ = process.communicate(timeout=timeout)
+            if process.returncode != 0 or not out.exists():
+                tail = "\n".join(output.strip().splitlines()[-8:])
+                raise RuntimeError(f"worker {index} failed (exit {process.returncode}):\n{tail}")
+            results.append(WorkerResult(**json.loads(out.read_text())))
+        return results
+    finally:
+        for process, _ in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def _train(directory: str, split: str, epochs: int, global_batch: int) -> dict:
+    import numpy as np
+    import tensorflow as tf
+
+    from helpers.mlp import article_mlp
+    from helpers.tfrecord import read_manifest
+    from helpers.tfrecord.format import parse_batch_fn
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    workers = strategy.cluster_resolver.cluster_spec().num_tasks("worker")
+    manifest = read_manifest(directory, split)
+    if len(manifest.shards) < workers:
+        raise ValueError(f"{len(manifest.shards)} shards cannot be shared by file among {workers} workers: "
+                         f"write at least one shard per worker")
+    per_worker_batch = global_batch // workers
+    # Every worker must run the same number of steps (each step's all-reduce waits for all of them), so an
+    # epoch is what the smallest share of files holds; files are as equal as write_shards can make them.
+    files_per_worker = len(manifest.shards) // workers
+    steps = min(s.records for s in manifest.shards) * files_per_worker // per_worker_batch
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        files = tf.data.Dataset.from_tensor_slices(manifest.files(directory))
+        # What AutoShardPolicy.FILE does: each worker keeps every N-th file of the list.
+        files = files.shard(context.num_input_pipelines, context.input_pipeline_id).shuffle(16, seed=0)
+        return (files.interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=4, deterministic=False)
+                .shuffle(10_000, seed=context.input_pipeline_id).repeat()
+                .batch(context.get_per_replica_batch_size(global_batch))
+                .map(parse_batch_fn(manifest.encoding, manifest.spec), num_parallel_calls=tf.data.AUTOTUNE)
+                .prefetch(tf.data.AUTOTUNE))
+
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    with strategy.scope():
+        model = article_mlp()
+    history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps, verbose=0)
+    weights = np.concatenate([w.ravel() for w in model.get_weights()])
+    return {"index": strategy.cluster_resolver.task_id, "replicas": strategy.num_replicas_in_sync,
+            "steps": steps * epochs, "samples": steps * epochs * per_worker_batch,
+            "loss": [float(v) for v in history.history["loss"]],
+            "weights_sha256": hashlib.sha256(weights.tobytes()).hexdigest()}
+
+
+if __name__ == "__main__":
+    exit_with_parent()
+    directory_arg, split_arg, epochs_arg, batch_arg, out_arg = sys.argv[1:6]
+    report = _train(directory_arg, split_arg, int(epochs_arg), int(batch_arg))
+    Path(out_arg).write_text(json.dumps(report))
