@@ -43,9 +43,11 @@ class DataServiceCluster:
         self.children.__enter__()
         try:
             self.children.start("dispatcher", ["-m", "helpers.data_service", "dispatcher", "--port", str(self.port)])
-            for index in range(self.n_workers):
+            for index in range(self.n_workers):  # started together, then waited for
                 self.children.start(f"worker-{index}", ["-m", "helpers.data_service", "worker",
-                                                        "--dispatcher", f"localhost:{self.port}"])
+                                                        "--dispatcher", f"localhost:{self.port}"], wait=False)
+            for index in range(self.n_workers):
+                self.children.wait_ready(f"worker-{index}")
         except BaseException:
             self.children.__exit__(None, None, None)
             raise

@@ -9,7 +9,13 @@ started from a large parent (a notebook kernel with TensorFlow loaded) inherits 
 `ru_maxrss` across `fork` and `exec`, so it would report the parent's size, not its own.
 
     peak_training_memory("load", "data/mnist-tfrecord", "train")     # -> MemoryRun
-    python -m helpers.peak_memory stream data/mnist-tfrecord train  # what the child runs
+    peak_training_memory("stream", "data/big", "train", budget_mib=1280)  # under a memory budget
+    python -m helpers.peak_memory stream data/mnist-tfrecord train 256  # what the child runs
+
+With `budget_mib`, the child limits its own memory before importing anything heavy
+(`resource.setrlimit(RLIMIT_DATA, ...)`: the kernel refuses to give the process more writable
+memory than that), so a run that would need more fails there, as it would on a smaller machine,
+instead of slowing this one down. The failure is reported, not raised.
 
 Introduced in notebooks/05_pipeline_profiling.ipynb.
 """
@@ -37,6 +43,12 @@ class MemoryRun:
     data_mib: float          # the images' size in memory, uint8
     floor_mib: float         # RSS after importing TensorFlow and building the model
     peak_mib: float          # peak RSS over the whole run
+    budget_mib: float | None = None   # the memory limit the child ran under, if any
+    error: str = ""                   # why the run failed under its budget ("" if it finished)
+
+    @property
+    def finished(self) -> bool:
+        return not self.error
 
 
 def _peak_rss_mib() -> float:
@@ -96,25 +108,48 @@ def train_one_epoch(mode: str, directory: str, split: str, batch_size: int = 256
 
 
 def peak_training_memory(mode: str, directory: str | Path, split: str, batch_size: int = 256,
-                         timeout: float = 600) -> MemoryRun:
+                         timeout: float = 900, budget_mib: float | None = None) -> MemoryRun:
     """Run `train_one_epoch` in a fresh Python process and return what it measured.
 
-    A failure in the child is raised here as a `RuntimeError` with the child's last lines of output.
+    Without a budget, a failure in the child is raised here as a `RuntimeError` with the
+    child's last lines of output. With `budget_mib`, a child that runs out of memory under
+    its budget comes back as a `MemoryRun` whose `error` says how it failed.
     Introduced in notebooks/05_pipeline_profiling.ipynb.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     command = [sys.executable, "-m", "helpers.peak_memory", mode, str(directory), split, str(batch_size)]
+    if budget_mib is not None:
+        command.append(str(budget_mib))
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-        raise RuntimeError(f"the {mode} child process failed (exit {done.returncode}):\n{tail}")
-    return MemoryRun(**json.loads(lines[-1]))
+    if done.returncode == 0 and lines:
+        return MemoryRun(**json.loads(lines[-1]))
+    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+    out_of_memory = any(word in tail for word in ("MemoryError", "bad_alloc", "Cannot allocate memory",
+                                                  "ResourceExhausted", "OOM"))
+    if budget_mib is not None and (out_of_memory or done.returncode < 0):
+        how = tail.splitlines()[-1] if out_of_memory else f"killed by signal {-done.returncode}"
+        return MemoryRun(mode, 0, 0.0, 0.0, 0.0, budget_mib, f"ran out of memory under the budget: {how}")
+    raise RuntimeError(f"the {mode} child process failed (exit {done.returncode}):\n{tail}")
+
+
+def limit_memory(budget_mib: float) -> None:
+    """In this process: let the kernel refuse writable memory beyond `budget_mib` (Linux and macOS).
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    import resource
+
+    limit = int(budget_mib * 2**20)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 if __name__ == "__main__":
     mode_arg, directory_arg, split_arg, batch_arg = sys.argv[1:5]
+    budget = float(sys.argv[5]) if len(sys.argv) > 5 else None
+    if budget is not None:
+        limit_memory(budget)  # before TensorFlow is imported, so everything it allocates counts
     run = train_one_epoch(mode_arg, directory_arg, split_arg, int(batch_arg))
-    print(json.dumps(run.__dict__))
+    print(json.dumps({**run.__dict__, "budget_mib": budget}))

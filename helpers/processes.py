@@ -70,9 +70,13 @@ class ChildProcesses:
     def __init__(self) -> None:
         self.processes: dict[str, subprocess.Popen] = {}
         self._output: dict[str, deque] = {}
+        self._ready: dict[str, threading.Event] = {}
 
-    def start(self, name: str, args: list[str], env: dict | None = None, ready_timeout: float = 60) -> subprocess.Popen:
-        """Run `python *args` as `name`; return once it prints READY (or raise with its last output)."""
+    def start(self, name: str, args: list[str], env: dict | None = None, ready_timeout: float = 60,
+              wait: bool = True) -> subprocess.Popen:
+        """Run `python *args` as `name`; return once it prints READY (or raise with its last output).
+
+        With `wait=False`, return at once; `wait_ready(name)` waits later (to start several together)."""
         if name in self.processes:
             raise ValueError(f"a child named {name!r} is already running")
         environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -89,13 +93,21 @@ class ChildProcesses:
                     ready.set()
 
         threading.Thread(target=read, daemon=True, name=f"read-{name}").start()
-        deadline = time.monotonic() + ready_timeout
+        self._ready[name] = ready
+        if wait:
+            self.wait_ready(name, ready_timeout)
+        return process
+
+    def wait_ready(self, name: str, timeout: float = 60) -> None:
+        """Wait until `name` has printed READY; stop it and raise with its last output if it exits or times out."""
+        process, ready = self.processes[name], self._ready[name]
+        deadline = time.monotonic() + timeout
         while not ready.wait(0.05):
             if process.poll() is not None or time.monotonic() > deadline:
+                lines = self.output(name)
                 self.stop(name)
                 raise RuntimeError(f"{name} did not start (exit code {process.returncode}); its last output:\n"
                                    + "\n".join(lines))
-        return process
 
     def output(self, name: str) -> list[str]:
         """The last lines `name` printed."""

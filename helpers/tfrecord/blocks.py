@@ -152,10 +152,11 @@ def parse_block_fn(spec: FeatureSpec, source: str = "these block records"):
     def parse(serialized):
         features = tf.io.parse_single_example(serialized, description)
         labels = tf.sparse.to_dense(features["labels"])
-        tf.debugging.assert_equal(
+        fits = tf.debugging.assert_equal(
             tf.strings.length(features["images"]), tf.cast(tf.size(labels), tf.int32) * spec.nbytes,
             message=f"a block in {source} does not hold one {spec.image_dtype} {spec.image_shape} image per label")
-        images = tf.reshape(tf.io.decode_raw(features["images"], dtype), (-1, *spec.image_shape))
+        with tf.control_dependencies([fits]):  # check first: a wrong spec must not reach the reshape
+            images = tf.reshape(tf.io.decode_raw(features["images"], dtype), (-1, *spec.image_shape))
         return images, labels
 
     return parse

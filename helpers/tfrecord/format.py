@@ -234,8 +234,9 @@ def _spec_mismatch(source: str, spec: FeatureSpec) -> str:
 def _decode_one(image, encoding: str, spec: FeatureSpec, source: str):
     dtype = tf.as_dtype(spec.image_dtype)
     if encoding == "raw":
-        tf.debugging.assert_equal(tf.strings.length(image), spec.nbytes, message=_spec_mismatch(source, spec))
-        return tf.reshape(tf.io.decode_raw(image, dtype), spec.image_shape)
+        fits = tf.debugging.assert_equal(tf.strings.length(image), spec.nbytes, message=_spec_mismatch(source, spec))
+        with tf.control_dependencies([fits]):  # check first: a wrong spec must not reach the reshape
+            return tf.reshape(tf.io.decode_raw(image, dtype), spec.image_shape)
     if encoding == "float_list":
         return tf.reshape(tf.cast(image, dtype), spec.image_shape)
     if encoding == "tensor":
@@ -273,9 +274,10 @@ def parse_batch_fn(encoding: str, spec: FeatureSpec, source: str = "these shards
     def parse(serialized):
         features = tf.io.parse_example(serialized, description)
         if encoding == "raw":
-            tf.debugging.assert_equal(tf.strings.length(features["image"]), spec.nbytes,
-                                      message=_spec_mismatch(source, spec))
-            images = tf.reshape(tf.io.decode_raw(features["image"], dtype), (-1, *spec.image_shape))
+            fits = tf.debugging.assert_equal(tf.strings.length(features["image"]), spec.nbytes,
+                                             message=_spec_mismatch(source, spec))
+            with tf.control_dependencies([fits]):  # check first: a wrong spec must not reach the reshape
+                images = tf.reshape(tf.io.decode_raw(features["image"], dtype), (-1, *spec.image_shape))
         elif encoding == "float_list":
             images = tf.reshape(tf.cast(features["image"], dtype), (-1, *spec.image_shape))
         else:
