@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from helpers.datasets import check_labels
 from helpers.files import check_name, write_then_rename
+from helpers.processes import exit_with_parent
 
 CHUNK = 1_000  # records per unit of work: what a runner hands to one worker at a time
 
@@ -89,14 +92,29 @@ def build_conversion(pipeline, images_path: str | Path, labels_path: str | Path,
 
 
 def convert_with_beam(images_path: str | Path, labels_path: str | Path, directory: str | Path, split: str,
-                      num_shards: int = 8, beam_args: list[str] | None = None) -> list[Path]:
-    """Run the conversion (DirectRunner unless `beam_args` say otherwise) and return the shard files.
+                      num_shards: int = 8, beam_args: list[str] | None = None, timeout: float = 3600) -> list[Path]:
+    """Launch the conversion as a Beam job (DirectRunner unless `beam_args` say otherwise); return the shard files.
 
-    Beam writes into a fresh temporary folder beside the output; only a pipeline that finished
-    has its files renamed into place (`{split}-00000-of-0000N.tfrecord`, the names `write_shards`
-    uses), so a failed run leaves no partial shards and no temporary files behind.
+    The job runs as its own Python process, `python -m helpers.beam_convert ...`, the way a Beam
+    pipeline is launched from a script (in a notebook kernel, Beam would also load its interactive
+    tools, which need pandas). It writes into a fresh temporary folder beside the output; only a
+    pipeline that finished has its files renamed into place (`{split}-00000-of-0000N.tfrecord`,
+    the names `write_shards` uses), so a failed run leaves no partial shards behind.
     Introduced in notebooks/06_scaling_out.ipynb.
     """
+    check_name(split, "split name")
+    command = [sys.executable, "-m", "helpers.beam_convert", str(images_path), str(labels_path), str(directory),
+               split, str(num_shards), *(beam_args or ["--runner=DirectRunner"])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-6:])
+        raise RuntimeError(f"the Beam conversion failed (exit {done.returncode}):\n{tail}")
+    return [Path(line) for line in done.stdout.split("\n") if line.strip()]
+
+
+def _run_conversion(images_path: str, labels_path: str, directory: str, split: str, num_shards: int,
+                    beam_args: list[str]) -> list[Path]:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -105,7 +123,7 @@ def convert_with_beam(images_path: str | Path, labels_path: str | Path, director
     directory.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{split}-beam-", dir=directory))
     try:
-        with beam.Pipeline(options=PipelineOptions(beam_args or ["--runner=DirectRunner"])) as pipeline:
+        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
             build_conversion(pipeline, images_path, labels_path, str(work / split), num_shards)
         written = sorted(work.glob(f"{split}-*-of-*.tfrecord"))
         if len(written) != num_shards:
@@ -130,3 +148,11 @@ def records_digest(files: list[str | Path]) -> tuple[int, str]:
     hashes = sorted(hashlib.sha256(record).digest()
                     for record in tf.data.TFRecordDataset([str(f) for f in files]).as_numpy_iterator())
     return len(hashes), hashlib.sha256(b"".join(hashes)).hexdigest()
+
+
+if __name__ == "__main__":
+    exit_with_parent()
+    images_arg, labels_arg, directory_arg, split_arg, shards_arg, *beam_arguments = sys.argv[1:]
+    for written_file in _run_conversion(images_arg, labels_arg, directory_arg, split_arg, int(shards_arg),
+                                        beam_arguments):
+        print(written_file)

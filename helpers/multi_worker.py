@@ -87,6 +87,7 @@ def train_on_workers(directory: str | Path, split: str, workers: int = 2, epochs
 
 
 def _train(directory: str, split: str, epochs: int, global_batch: int) -> dict:
+    import keras
     import numpy as np
     import tensorflow as tf
 
@@ -100,30 +101,48 @@ def _train(directory: str, split: str, epochs: int, global_batch: int) -> dict:
     if len(manifest.shards) < workers:
         raise ValueError(f"{len(manifest.shards)} shards cannot be shared by file among {workers} workers: "
                          f"write at least one shard per worker")
-    per_worker_batch = global_batch // workers
     # Every worker must run the same number of steps (each step's all-reduce waits for all of them), so an
     # epoch is what the smallest share of files holds; files are as equal as write_shards can make them.
-    files_per_worker = len(manifest.shards) // workers
-    steps = min(s.records for s in manifest.shards) * files_per_worker // per_worker_batch
+    per_worker_batch = global_batch // workers
+    steps = min(s.records for s in manifest.shards) * (len(manifest.shards) // workers) // per_worker_batch
 
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        files = tf.data.Dataset.from_tensor_slices(manifest.files(directory))
-        # What AutoShardPolicy.FILE does: each worker keeps every N-th file of the list.
-        files = files.shard(context.num_input_pipelines, context.input_pipeline_id).shuffle(16, seed=0)
-        return (files.interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=4, deterministic=False)
-                .shuffle(10_000, seed=context.input_pipeline_id).repeat()
-                .batch(context.get_per_replica_batch_size(global_batch))
-                .map(parse_batch_fn(manifest.encoding, manifest.spec), num_parallel_calls=tf.data.AUTOTUNE)
-                .prefetch(tf.data.AUTOTUNE))
+    files = tf.data.Dataset.from_tensor_slices(manifest.files(directory))
+    dataset = (files.shuffle(len(manifest.shards), seed=0)   # the same seed on every worker: the same order
+               .interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=4, deterministic=False)
+               .shuffle(10_000).repeat()
+               .batch(global_batch)   # the global batch: split among the workers' replicas when distributed
+               .map(parse_batch_fn(manifest.encoding, manifest.spec), num_parallel_calls=tf.data.AUTOTUNE)
+               .prefetch(tf.data.AUTOTUNE))
+    options = tf.data.Options()
+    # Each worker keeps every N-th file of the list (worker i of N: files i, i + N, ...) and reads only those.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
+    batches = iter(strategy.experimental_distribute_dataset(dataset.with_options(options)))
 
-    dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    with strategy.scope():
+    with strategy.scope():  # variables mirrored on every worker
         model = article_mlp()
-    history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps, verbose=0)
+        optimizer = keras.optimizers.RMSprop()
+    loss_of = keras.losses.SparseCategoricalCrossentropy(reduction=None)
+
+    # Keras 3's fit() does not run under MultiWorkerMirroredStrategy (keras-team/keras#20585), so the
+    # workers run tf.distribute's own training loop: each replica computes its part of the global batch,
+    # and apply_gradients all-reduces the gradients across workers before updating.
+    @tf.function
+    def train_step(batch):
+        def replica_step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(loss_of(labels, model(images, training=True)),
+                                                  global_batch_size=global_batch)
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
+
+    epoch_losses = []
+    for _ in range(epochs):
+        losses = [float(train_step(next(batches))) for _ in range(steps)]
+        epoch_losses.append(float(np.mean(losses)))
     weights = np.concatenate([w.ravel() for w in model.get_weights()])
     return {"index": strategy.cluster_resolver.task_id, "replicas": strategy.num_replicas_in_sync,
-            "steps": steps * epochs, "samples": steps * epochs * per_worker_batch,
-            "loss": [float(v) for v in history.history["loss"]],
+            "steps": steps * epochs, "samples": steps * epochs * per_worker_batch, "loss": epoch_losses,
             "weights_sha256": hashlib.sha256(weights.tobytes()).hexdigest()}
 
 
