@@ -1,0 +1,190 @@
+"""Notebook 06's engines, run for real on localhost: child processes, the tf.data service, two training
+workers, the Beam conversion and a memory budget."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers.standins import make_digits
+from helpers.tfrecord import write_shards
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pids, seconds=10.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to check the process table")
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    x, y = make_digits(2_000, seed=4)
+    directory = tmp_path_factory.mktemp("shards")
+    write_shards(zip(x, y), directory, "train", 8, total=len(x), progress=False)
+    return directory, x, y
+
+
+# ---------------------------------------------------------------- child processes
+
+
+def test_children_stop_when_the_block_raises():
+    from helpers.processes import ChildProcesses
+
+    program = "from helpers.processes import exit_with_parent, READY; exit_with_parent(); print(READY); import time; time.sleep(600)"
+    with pytest.raises(ZeroDivisionError):
+        with ChildProcesses() as children:
+            pids = [children.start(f"sleeper-{i}", ["-c", program]).pid for i in range(2)]
+            1 / 0
+    assert wait_gone(pids) == []
+
+
+def test_a_child_that_fails_to_start_is_reported_with_its_output():
+    from helpers.processes import ChildProcesses
+
+    with ChildProcesses() as children:
+        with pytest.raises(RuntimeError, match="(?s)did not start.*no such thing"):
+            children.start("broken", ["-c", "print('no such thing'); raise SystemExit(3)"])
+        assert children.processes == {}
+
+
+def test_children_exit_when_their_parent_is_killed(tmp_path):
+    # A parent that starts a child and is then SIGKILLed: no cleanup code runs in the parent, yet the child goes.
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from helpers.processes import ChildProcesses
+        import time
+        children = ChildProcesses()
+        child = children.start("sleeper", ["-c", "from helpers.processes import exit_with_parent, READY; "
+                                           "exit_with_parent(); print(READY); import time; time.sleep(600)"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        time.sleep(600)
+    """)], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child_pid = int(pid_file.read_text())
+    assert alive(child_pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert wait_gone([child_pid]) == []
+
+
+# ---------------------------------------------------------------- the tf.data service
+
+
+def test_the_data_service_gives_each_element_once_per_epoch_and_leaves_no_process():
+    from helpers.data_service import DataServiceCluster
+
+    service = tf.data.experimental.service
+    source = tf.data.Dataset.range(500).map(lambda i: i * 3)
+    with DataServiceCluster(workers=2) as cluster:
+        pids = [p.pid for p in cluster.children.processes.values()]
+        assert len(pids) == 3 and all(alive(p) for p in pids)
+        once = Counter(int(v) for v in source.apply(service.distribute("distributed_epoch", cluster.target)))
+        twice = Counter(int(v) for v in source.apply(service.distribute("parallel_epochs", cluster.target)))
+    assert once == Counter(range(0, 1500, 3))
+    assert twice == Counter({k: 2 for k in range(0, 1500, 3)})
+    assert wait_gone(pids) == []
+
+
+# ---------------------------------------------------------------- two training workers
+
+
+def test_two_workers_train_one_model_with_the_same_weights(shards):
+    from helpers.multi_worker import train_on_workers
+
+    directory, _, _ = shards
+    results = train_on_workers(directory, "train", workers=2, epochs=1, global_batch=128)
+    assert [r.index for r in results] == [0, 1]
+    assert all(r.replicas == 2 for r in results)
+    assert results[0].steps == results[1].steps == 250 * 4 // 64  # 4 shards of 250 records each, 64 per worker
+    assert results[0].weights_sha256 == results[1].weights_sha256
+    assert results[0].loss == results[1].loss and np.isfinite(results[0].loss).all()
+
+
+def test_more_workers_than_shards_is_refused(tmp_path):
+    from helpers.multi_worker import train_on_workers
+
+    x, y = make_digits(200, seed=5)
+    write_shards(zip(x, y), tmp_path, "train", 1, total=len(x), progress=False)
+    with pytest.raises(RuntimeError, match="1 shards cannot be shared by file among 2 workers"):
+        train_on_workers(tmp_path, "train", workers=2, epochs=1, global_batch=64)
+
+
+# ---------------------------------------------------------------- Beam
+
+
+def test_beam_writes_the_same_records_as_write_shards_and_nothing_else(shards, tmp_path):
+    pytest.importorskip("apache_beam")
+    from helpers.beam_convert import convert_with_beam, records_digest, save_source
+    from helpers.tfrecord import read_manifest
+
+    directory, x, y = shards
+    images_path, labels_path = save_source(x, y, tmp_path / "source")
+    files = convert_with_beam(images_path, labels_path, tmp_path / "beam", "train", num_shards=4)
+    assert [f.name for f in files] == [f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
+    assert sorted(p.name for p in (tmp_path / "beam").iterdir()) == [f.name for f in files]  # no temporary folder left
+    assert records_digest(files) == records_digest(read_manifest(directory, "train").files(directory))
+
+
+def test_a_failed_beam_conversion_leaves_no_shards(tmp_path):
+    pytest.importorskip("apache_beam")
+    from helpers.beam_convert import convert_with_beam
+
+    images = tmp_path / "images.npy"
+    labels = tmp_path / "labels.npy"
+    np.save(images, np.zeros((10, 2, 2), np.uint8))
+    labels.write_bytes(b"not a numpy file")
+    with pytest.raises(RuntimeError, match="Beam conversion failed"):
+        convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2)
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_records_digest_ignores_order_and_file_boundaries(tmp_path):
+    from helpers.beam_convert import records_digest
+
+    records = [f"record {i}".encode() for i in range(10)]
+    for name, part in [("a", records[:3]), ("b", records[3:]), ("c", records[::-1])]:
+        with tf.io.TFRecordWriter(str(tmp_path / name)) as w:
+            for r in part:
+                w.write(r)
+    assert records_digest([tmp_path / "a", tmp_path / "b"]) == records_digest([tmp_path / "c"])
+    assert records_digest([tmp_path / "a"]) != records_digest([tmp_path / "c"])
+
+
+# ---------------------------------------------------------------- a memory budget
+
+
+def test_loading_more_than_the_budget_fails_where_streaming_fits(tmp_path):
+    from helpers.peak_memory import peak_training_memory
+
+    x, y = make_digits(1_000, seed=6)
+    n = 800_000  # 598 MiB of pixels: more than a budget of 900 MiB leaves beside TensorFlow (about 300 MiB)
+    write_shards(((x[i % 1_000], y[i % 1_000]) for i in range(n)), tmp_path, "train", 4, total=n, progress=False)
+    load = peak_training_memory("load", tmp_path, "train", budget_mib=900)
+    assert not load.finished and "out of memory" in load.error
+    small = tmp_path / "small"
+    write_shards(zip(x, y), small, "train", 2, total=len(x), progress=False)
+    stream = peak_training_memory("stream", small, "train", budget_mib=900)
+    assert stream.finished and stream.peak_mib < 900 and stream.budget_mib == 900
