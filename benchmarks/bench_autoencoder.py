@@ -62,7 +62,7 @@ def images_as_pairs(images, labels):
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds = (1_000, 2) if quick else (5_000, 5)
+    n, rounds = (600, 2) if quick else (5_000, 5)
     warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
     x, y = make_cifar_like(n, seed=0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-autoencoder-"))

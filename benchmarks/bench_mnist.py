@@ -75,7 +75,7 @@ def seed_pipeline(path: Path, batch_size: int, repeat: bool = True) -> tf.data.D
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds = (10_000, 2) if quick else (60_000, 5)
+    n, rounds = (6_000, 2) if quick else (60_000, 5)
     n_small_batch = n // 3  # batch 32 trains slowly on a CPU: a third of the data is plenty
     warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
     keras.utils.set_random_seed(0)
