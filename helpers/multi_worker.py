@@ -7,7 +7,7 @@ with the same weights. On a cluster the addresses are other machines; here they 
 localhost, chosen free at run time.
 
     train_on_workers(shard_dir, "train", workers=2, epochs=1)   # starts and waits for the workers
-    TF_CONFIG='{...}' python -m helpers.multi_worker DIR train 2 1 256 OUT.json   # what each runs
+    TF_CONFIG='{...}' python -m helpers.multi_worker DIR train 1 256   # what each runs; prints its report as JSON
 
 Introduced in notebooks/06_scaling_out.ipynb.
 """
@@ -59,28 +59,25 @@ def train_on_workers(directory: str | Path, split: str, workers: int = 2, epochs
     Introduced in notebooks/06_scaling_out.ipynb.
     """
     addresses = [f"localhost:{free_port()}" for _ in range(workers)]
-    out_dir = Path(directory) / f".{split}-workers"
-    out_dir.mkdir(exist_ok=True)
     processes = []
     try:
         for index in range(workers):
-            out = out_dir / f"worker-{index}.json"
-            out.unlink(missing_ok=True)
             env = {**os.environ, "TF_CONFIG": tf_config(addresses, index), "TF_CPP_MIN_LOG_LEVEL": "3"}
             command = [sys.executable, "-m", "helpers.multi_worker", str(directory), split, str(epochs),
-                       str(global_batch), str(out)]
-            processes.append((subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                               text=True), out))
+                       str(global_batch)]
+            processes.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True))
         results = []
-        for index, (process, out) in enumerate(processes):
-            output, _ = process.communicate(timeout=timeout)
-            if process.returncode != 0 or not out.exists():
-                tail = "\n".join(output.strip().splitlines()[-8:])
+        for index, process in enumerate(processes):
+            output, errors = process.communicate(timeout=timeout)
+            lines = output.strip().splitlines()
+            if process.returncode != 0 or not lines:
+                tail = "\n".join(errors.strip().splitlines()[-8:])
                 raise RuntimeError(f"worker {index} failed (exit {process.returncode}):\n{tail}")
-            results.append(WorkerResult(**json.loads(out.read_text())))
+            results.append(WorkerResult(**json.loads(lines[-1])))  # each worker prints its report last
         return results
     finally:
-        for process, _ in processes:
+        for process in processes:
             if process.poll() is None:
                 process.kill()
                 process.wait()
@@ -148,6 +145,5 @@ def _train(directory: str, split: str, epochs: int, global_batch: int) -> dict:
 
 if __name__ == "__main__":
     exit_with_parent()
-    directory_arg, split_arg, epochs_arg, batch_arg, out_arg = sys.argv[1:6]
-    report = _train(directory_arg, split_arg, int(epochs_arg), int(batch_arg))
-    Path(out_arg).write_text(json.dumps(report))
+    directory_arg, split_arg, epochs_arg, batch_arg = sys.argv[1:5]
+    print(json.dumps(_train(directory_arg, split_arg, int(epochs_arg), int(batch_arg))))

@@ -147,6 +147,9 @@ def limit_memory(budget_mib: float) -> None:
 
 
 if __name__ == "__main__":
+    from helpers.processes import exit_with_parent
+
+    exit_with_parent()  # an interrupted notebook must not leave a training child behind
     mode_arg, directory_arg, split_arg, batch_arg = sys.argv[1:5]
     budget = float(sys.argv[5]) if len(sys.argv) > 5 else None
     if budget is not None:

@@ -77,6 +77,10 @@ def test_missing_truncated_and_renamed_block_files_are_named(blocks):
         read_block_index(blocks, "train")
     with pytest.raises(ShardError, match="write_blocks"):
         read_blocks(blocks, "nothing-here")
+    del doc["shards"][1]["bytes"]  # a hand-edited index: a ShardError naming it, not a KeyError
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match=r"train\.blocks\.json is not a block index"):
+        read_block_index(blocks, "train")
 
 
 def test_block_writer_rejects_bad_labels_and_leaves_no_temporary_files(tmp_path):

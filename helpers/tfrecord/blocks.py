@@ -118,23 +118,24 @@ def read_block_index(directory: str | Path, split: str) -> BlockSplit:
         raise ShardError(f"{path} is missing: write the split with write_blocks() first.")
     try:
         doc = json.loads(path.read_text())
-        spec, shards = FeatureSpec.from_json(doc["spec"]), doc["shards"]
+        spec, shards = FeatureSpec.from_json(doc["spec"]), list(doc["shards"])
         block_size, total = int(doc["block_size"]), int(doc["total_records"])
+        sizes = [(int(shard["records"]), int(shard["bytes"])) for shard in shards]
     except (ValueError, KeyError, TypeError) as e:
-        raise ShardError(f"{path} is not a block index written by write_blocks() ({e}).") from None
+        raise ShardError(f"{path} is not a block index written by write_blocks() ({e!r}).") from None
     files = []
-    for index, shard in enumerate(shards):
+    for index, (shard, (_, size)) in enumerate(zip(shards, sizes)):
         expected = block_file_name(split, index, len(shards))
         if shard.get("file") != expected:  # never a path taken from the file: only the name it must have
             raise ShardError(f"{path}: shard {index} is listed as {shard.get('file')!r}, not {expected!r}.")
         file = directory / expected
         if not is_regular_file(file):
             raise ShardError(f"{file} is missing ({path.name} lists it). Write the split again with write_blocks().")
-        if file.stat().st_size != shard["bytes"]:
-            raise ShardError(f"{file} is {file.stat().st_size:,} bytes but {path.name} says {shard['bytes']:,}: "
+        if file.stat().st_size != size:
+            raise ShardError(f"{file} is {file.stat().st_size:,} bytes but {path.name} says {size:,}: "
                              f"it was cut short or replaced. Write the split again with write_blocks().")
         files.append(file)
-    if sum(s["records"] for s in shards) != total:
+    if sum(records for records, _ in sizes) != total:
         raise ShardError(f"{path}: the shards' record counts do not add up to total_records={total:,}.")
     return BlockSplit(spec, block_size, files, total)
 
