@@ -76,6 +76,15 @@ class Timeline:
         """The share of the whole run the consumer spent waiting for its next batch."""
         return self.total(WAIT) / self.seconds
 
+    @property
+    def typical_wait(self) -> float:
+        """The median seconds the consumer waited for a batch, the first left out: its wait is the
+        pipeline's start-up (opening files, filling buffers), paid once per epoch, not per batch."""
+        waits = [row[WAIT][1] - row[WAIT][0] for row in self.rows[1:]]
+        if not waits:
+            raise ValueError("typical_wait needs at least two batches")
+        return float(np.median(waits))
+
 
 def record_timeline(dataset: tf.data.Dataset, consume: Callable | None = None, max_batches: int | None = None,
                     ) -> Timeline:

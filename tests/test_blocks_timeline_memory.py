@@ -121,6 +121,7 @@ def test_a_timeline_records_each_stage_and_the_consumer_in_order():
         assert row[WAIT][1] <= row[STEP][0] + 1e-6
     # Without prefetch the consumer waits through every slow stage: most of the run is waiting.
     assert 0.3 < timeline.waiting_share < 1
+    assert timeline.typical_wait >= 0.009  # each batch waited at least for its 10 ms stage
     assert record_timeline(ds, max_batches=2).rows and len(record_timeline(ds, max_batches=2).rows) == 2
 
 
