@@ -111,6 +111,11 @@ def test_a_timeline_records_each_stage_and_the_consumer_in_order():
 
     ds = traced_map(start_spans(tf.data.Dataset.range(40)), lambda x: x * 2, "double").batch(10)
     ds = traced_map(ds, slow_parse, "slow")
+    sequential = tf.data.Options()  # no automatic prefetch: the consumer asks, then every stage runs
+    sequential.experimental_optimization.inject_prefetch = False
+    sequential.experimental_optimization.map_parallelization = False
+    sequential.experimental_optimization.map_and_batch_fusion = False
+    ds = ds.with_options(sequential)
     timeline = record_timeline(ds, consume=lambda x: time.sleep(0.005))
     assert len(timeline.rows) == 4
     for row in timeline.rows:
