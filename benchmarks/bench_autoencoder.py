@@ -5,29 +5,37 @@ The recommended disk pipeline is named before anything is measured: raw uint8 TF
 read by `tf.data` (notebook 02's format; `read_split` with 4 parallel reads), so no run picks
 the luckiest of several noisy ratios.
 
-Keys (training throughput, disk / memory: median over rounds of adjacent epoch pairs, A B then B A):
-- recommended_disk_vs_memory_ae: the recommended pipeline (goal ≥ 0.95 on the low end of its range)
+All sides run in one alternation (`helpers.measure.alternate`: every side once per round, the
+order reversed every other round); rates are steady-state images/s (after each epoch's first
+step); each key is the median over rounds of a ratio between runs of the same round, with its
+95 % interval, and a goal is judged on the interval's unfavourable bound.
+
+Keys (training throughput, disk / memory, batch 100):
+- recommended_disk_vs_memory_ae: the recommended pipeline (goal ≥ 0.95)
 - tfrecord_cold_vs_memory_ae: the same, with its shards dropped from the page cache before every epoch
 - memmap_vs_memory_ae: `PyDataset` over a memory-mapped uint8 .npy file
 - pydataset_png_vs_memory_ae: a plain `PyDataset` reading PNG files with PIL, one worker (shows what decoding costs)
-- cold_read_slowdown: reading the shards just after dropping them from the page cache / reading them cached:
-  well above 1 shows the cold rows really read the disk here
+- cold_read_slowdown: reading the shards just after dropping them from the page cache / reading them
+  cached, the drop itself not timed: its interval's lower bound above `helpers.page_cache.REACHED_DISK`
+  shows the cold rows really read the disk here
 
 Keys (GPU headroom: the pipeline alone, no model, every batch decoded and ready as `fit` gets it,
-divided by the model's in-memory training throughput on this machine at batch 32):
-- gpu_headroom_ae: the recommended pipeline (goal ≥ 12, from issue 8: the reference H200 trains this
-  model 11,506 images/s at batch 32, helpers/gpu_reference.py; the detail line prints how many times
-  this machine's own speed that is, about 8x on the 2-core machine this was written on)
+divided by the model's in-memory training throughput on this machine, batch 32):
+- gpu_headroom_ae: the recommended pipeline (goal ≥ 12)
 - gpu_headroom_ae_png: the plain PNG `PyDataset`
 - gpu_headroom_ae_memmap, gpu_headroom_ae_tfdata_png: the others
 
+Key (against the reference GPU, not this CPU):
+- ae_pipeline_vs_gpu_bs256: the recommended pipeline alone at batch 256, over 50,000 images (CIFAR-10's
+  training set size), / the images/s the reference H200 trains the autoencoder at batch 256
+  (`helpers.gpu_reference`; goal ≥ 1.0). Each epoch's start-up is counted in the rate.
+
 "Memory" is `model.fit(x, x)` on float32 arrays already in RAM. Unless a row says cold, files
 were written moments before and are read from the page cache: that is RAM speed, and a real
-dataset larger than RAM reads from the disk (the cold row shows what that costs here). The
+dataset larger than RAM reads from the disk (the cold rows show what that costs here). The
 images are generated CIFAR-like pictures, 32x32x3 uint8 as in CIFAR-10; copy costs depend only
 on the size, and their PNG files average about 2.5 KB, close to real CIFAR-10 PNGs, so decoding
-costs about the same. Training throughput is this machine's; on a GPU, training runs 12-60x
-faster and only the headroom keys say whether a pipeline keeps up.
+costs about the same.
 """
 from __future__ import annotations
 
@@ -42,17 +50,18 @@ import tensorflow as tf
 from benchmarks.run import Result
 from helpers.autoencoder import article_autoencoder
 from helpers.gpu_reference import gpu_appetite
+from helpers.measure import alternate, fit_epoch, pipeline_epoch
 from helpers.packed import export_packed_uint8
-from helpers.page_cache import cold_read_slowdown, drop_from_page_cache
+from helpers.page_cache import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
 from helpers.png_folder import export_png_folder
 from helpers.png_pipeline import tf_dataset_from_png_folder
 from helpers.pydatasets import ArrayImageBatches, PngFolderBatches
 from helpers.standins import make_cifar_like
 from helpers.tfrecord import read_split, write_shards
-from helpers.throughput import compare_pipelines, measure_headroom
 
 BATCH_SIZE = 100
 HEADROOM_BATCH_SIZE = 32
+GPU_BATCH_SIZE = 256
 RECOMMENDED = "tfrecord"
 
 
@@ -62,7 +71,8 @@ def images_as_pairs(images, labels):
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds = (600, 2) if quick else (5_000, 5)
+    n, rounds = (400, 3) if quick else (3_000, 8)
+    n_gpu = 5_000 if quick else 50_000
     warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
     x, y = make_cifar_like(n, seed=0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-autoencoder-"))
@@ -73,52 +83,59 @@ def run(quick: bool) -> list[Result]:
         shard_files = manifest.files(workdir / "tfrecord")
         x_float = x.astype(np.float32) / 255.0
 
-        def tfrecord(batch_size):
-            return (read_split(workdir / "tfrecord", "train", batch_size, parallel_reads=4)
-                    .map(images_as_pairs).prefetch(tf.data.AUTOTUNE))
+        def tfrecord(batch_size, directory=workdir / "tfrecord"):
+            return (read_split(directory, "train", batch_size, parallel_reads=4)
+                    .map(images_as_pairs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
 
         def tfrecord_cold(batch_size):
             drop_from_page_cache(shard_files)
             return tfrecord(batch_size)
 
-        training = {
-            "memory": lambda: {"x": x_float, "y": x_float, "batch_size": BATCH_SIZE},
-            "tfrecord": lambda: {"x": tfrecord(BATCH_SIZE)},
-            "tfrecord_cold": lambda: {"x": tfrecord_cold(BATCH_SIZE)},
-            "memmap": lambda: {"x": ArrayImageBatches(packed, BATCH_SIZE)},
-            "pydataset_png": lambda: {"x": PngFolderBatches(png_dir, "tr", BATCH_SIZE)},
-        }
-        results = compare_pipelines(article_autoencoder(), training, n_images=n, batch_size=BATCH_SIZE,
-                                    rounds=rounds, warmup_rounds=1)
-        alone = {
-            "tfrecord": lambda: tfrecord(HEADROOM_BATCH_SIZE),
-            "memmap": lambda: ArrayImageBatches(packed, HEADROOM_BATCH_SIZE),
-            "tfdata_png": lambda: tf_dataset_from_png_folder(png_dir, "tr", HEADROOM_BATCH_SIZE),
-            "pydataset_png": lambda: PngFolderBatches(png_dir, "tr", HEADROOM_BATCH_SIZE),
-        }
-        training_rates, headroom = measure_headroom(
-            article_autoencoder(), lambda: {"x": x_float, "y": x_float, "batch_size": HEADROOM_BATCH_SIZE}, alone,
-            n_images=n, batch_size=HEADROOM_BATCH_SIZE, rounds=rounds, warmup_rounds=1)
-        cold = cold_read_slowdown(shard_files, repeats=rounds)
+        def fit(batch_size, make_x, **fit_args):
+            model = article_autoencoder()
+            return lambda: fit_epoch(model, batch_size=batch_size, samples=n, x=make_x(), **fit_args)
+
+        training = alternate({
+            "memory": fit(BATCH_SIZE, lambda: x_float, y=x_float),
+            "tfrecord": fit(BATCH_SIZE, lambda: tfrecord(BATCH_SIZE)),
+            "tfrecord_cold": fit(BATCH_SIZE, lambda: tfrecord_cold(BATCH_SIZE)),
+            "memmap": fit(BATCH_SIZE, lambda: ArrayImageBatches(packed, BATCH_SIZE)),
+            "pydataset_png": fit(BATCH_SIZE, lambda: PngFolderBatches(png_dir, "tr", BATCH_SIZE)),
+        }, rounds=rounds, warmup=1)
+        headroom = alternate({
+            "memory": fit(HEADROOM_BATCH_SIZE, lambda: x_float, y=x_float),
+            "tfrecord": lambda: pipeline_epoch(tfrecord(HEADROOM_BATCH_SIZE)),
+            "memmap": lambda: pipeline_epoch(ArrayImageBatches(packed, HEADROOM_BATCH_SIZE)),
+            "tfdata_png": lambda: pipeline_epoch(tf_dataset_from_png_folder(png_dir, "tr", HEADROOM_BATCH_SIZE)),
+            "pydataset_png": lambda: pipeline_epoch(PngFolderBatches(png_dir, "tr", HEADROOM_BATCH_SIZE)),
+        }, rounds=rounds, warmup=1)
+        cold = cold_read_slowdown(shard_files, rounds=max(rounds, 6))
+        many = np.arange(n_gpu) % n
+        write_shards(((x[i], y[i, 0]) for i in many), workdir / "tfrecord-large", "train", 16, total=n_gpu,
+                     progress=False)
+        large = alternate({"alone": lambda: pipeline_epoch(tfrecord(GPU_BATCH_SIZE, workdir / "tfrecord-large"))},
+                          rounds=max(rounds, 6), warmup=1)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
     def training_result(key, name, meaning, goal="-"):
-        r = results[name]
-        detail = (f"{r.images_per_second:,.0f} img/s vs memory {results['memory'].images_per_second:,.0f} img/s over "
-                  f"{len(r.ratios)} pairs of {n:,}-image epochs at batch {BATCH_SIZE}; first batch after "
-                  f"{r.start_up * 1e3:.0f} ms (memory {results['memory'].start_up * 1e3:.0f} ms)")
-        return Result.from_pairs(key, r.ratios, meaning, goal, detail)
+        mine, memory = training.samples(name).median, training.samples("memory").median
+        detail = (f"{mine:,.0f} img/s vs memory {memory:,.0f} img/s (medians) over {training.samples(name).n} rounds "
+                  f"of {n:,}-image epochs at batch {BATCH_SIZE}; first step after "
+                  f"{training.start_up(name).median * 1e3:.0f} ms (memory {training.start_up('memory').median * 1e3:.0f} ms)")
+        return Result(key, meaning, goal, detail, training.ratio(name, "memory"))
 
-    h100 = gpu_appetite("cifar_autoencoder", HEADROOM_BATCH_SIZE).samples_per_second
-    training_median = float(np.median(training_rates))
+    gpu32 = gpu_appetite("cifar_autoencoder", HEADROOM_BATCH_SIZE).samples_per_second
+    gpu256 = gpu_appetite("cifar_autoencoder", GPU_BATCH_SIZE).samples_per_second
+    training_here = headroom.samples("memory").median
 
     def headroom_result(key, name, meaning, goal="-"):
-        h = headroom[name]
-        detail = (f"alone {h.rate:,.0f} img/s; training from memory here {training_median:,.0f} img/s at batch "
-                  f"{HEADROOM_BATCH_SIZE}; the reference GPU trains {h100:,} img/s")
-        return Result.from_pairs(key, h.ratios, meaning, goal, detail)
+        detail = (f"alone {headroom.samples(name).median:,.0f} img/s; training from memory here {training_here:,.0f} "
+                  f"img/s at batch {HEADROOM_BATCH_SIZE}; the reference GPU trains {gpu32:,} img/s "
+                  f"({gpu32 / training_here:.1f}x this machine)")
+        return Result(key, meaning, goal, detail, headroom.ratio(name, "memory"))
 
+    alone_256 = large.samples("alone")
     return [
         training_result("recommended_disk_vs_memory_ae", RECOMMENDED,
                         f"autoencoder training: the recommended pipeline ({RECOMMENDED}: raw uint8 TFRecord, tf.data) "
@@ -128,12 +145,18 @@ def run(quick: bool) -> list[Result]:
         training_result("memmap_vs_memory_ae", "memmap", "PyDataset over a memory-mapped uint8 .npy file / memory, page-cached"),
         training_result("pydataset_png_vs_memory_ae", "pydataset_png",
                         "plain PyDataset over PNG files (PIL, 1 worker) / memory, page-cached"),
-        Result.from_pairs("cold_read_slowdown", cold.ratios,
-                          "reading the shards after dropping them from the page cache / cached", "> 1",
-                          f"cold {cold.slow}; cached {cold.fast}"),
+        Result("cold_read_slowdown", "reading the shards after dropping them from the page cache / cached (the drop "
+               "not timed)", f"> {REACHED_DISK}",
+               f"cold {cold.cold.median * 1e3:.1f} ms, cached {cold.cached.median * 1e3:.1f} ms for "
+               f"{cold.megabytes:.1f} MiB (medians)", cold.slowdown),
         headroom_result("gpu_headroom_ae", RECOMMENDED,
                         "recommended pipeline alone / training from memory here, batch 32 (can it feed a GPU?)", "≥ 12"),
         headroom_result("gpu_headroom_ae_png", "pydataset_png", "plain PNG PyDataset alone / training from memory here"),
         headroom_result("gpu_headroom_ae_memmap", "memmap", "memmap PyDataset alone / training from memory here"),
         headroom_result("gpu_headroom_ae_tfdata_png", "tfdata_png", "tf.data PNG pipeline alone / training from memory here"),
+        Result("ae_pipeline_vs_gpu_bs256",
+               "the recommended pipeline alone at batch 256 / the reference H200 training the autoencoder at batch 256",
+               "≥ 1.0",
+               f"alone {alone_256.median:,.0f} img/s over {n_gpu:,}-image epochs, each with a "
+               f"{large.start_up('alone').median * 1e3:.0f} ms start-up (counted); the H200 trains {gpu256:,}", alone_256.scaled(1 / gpu256)),
     ]

@@ -24,7 +24,7 @@ import tensorflow as tf
 from benchmarks.run import Result
 from helpers.standins import make_digits
 from helpers.tfrecord import read_split, write_shards
-from helpers.timing import PairedRatio, Timing, paired_ratio
+from helpers.measure import Samples, alternate, timed
 
 
 def article_writer(x: np.ndarray, y: np.ndarray, filename: str) -> None:
@@ -47,69 +47,63 @@ def article_writer(x: np.ndarray, y: np.ndarray, filename: str) -> None:
             writer.write(record2example(r).SerializeToString())
 
 
-def scaled(ratio: PairedRatio, times: int) -> PairedRatio:
-    """A ratio whose fast side ran `times` times per timed call, put back per run."""
-    return PairedRatio([r * times for r in ratio.ratios], ratio.slow, Timing([t / times for t in ratio.fast.runs]))
-
-
 def run(quick: bool) -> list[Result]:
-    n = 10_000 if quick else 60_000
-    repeats = 3 if quick else 5
+    n = 5_000 if quick else 60_000
+    rounds = 3 if quick else 8
     x, y = make_digits(n, seed=0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-tfrecord-"))
     try:
         seed_file = workdir / "seed.tfrecords"
 
-        def helper_write(encoding: str, times: int = 1) -> Path:
+        def helper_write(encoding: str, times: int = 1) -> None:
             out = workdir / f"helper-{encoding}"
             for _ in range(times):
                 shutil.rmtree(out, ignore_errors=True)  # afresh, or the writer would resume and skip every shard
                 write_shards(zip(x, y), out, "train", num_shards=4, total=n, encoding=encoding, progress=False)
-            return out
-
-        # What the encoding buys: the same helper writing one float per pixel, and raw bytes. Raw writes are
-        # short, so each timed call writes the data RAW_TIMES times, which steadies the fast side of the ratio.
-        raw_times = 3
-        encoding = scaled(paired_ratio(lambda: helper_write("float_list"), lambda: helper_write("raw", raw_times),
-                                       repeats=repeats, warmup=1), raw_times)
-        # What the helper buys, or costs: the article's writer against the helper, both writing float_list.
-        helper = paired_ratio(lambda: article_writer(x, y, str(seed_file)), lambda: helper_write("float_list"),
-                              repeats=repeats, warmup=1)
-        helper_dir = helper_write("raw")
-        raw_bytes = n * 28 * 28
-        helper_bytes = sum(p.stat().st_size for p in helper_dir.glob("train-*.tfrecord"))
-        seed_bytes = seed_file.stat().st_size
 
         def drain(ds):
             for _ in ds:
                 pass
 
-        read = paired_ratio(
-            lambda: drain(read_split(helper_dir, "train", 256, vectorized=False)),
-            lambda: drain(read_split(helper_dir, "train", 256, vectorized=True)),
-            repeats=repeats,
-        )
+        # Raw writes are short, so each timed call writes the data RAW_TIMES times (put back per write below),
+        # which steadies that side of the ratio.
+        raw_times = 3
+        writes = alternate({
+            "float_list": timed(lambda: helper_write("float_list")),
+            "raw x3": timed(lambda: helper_write("raw", raw_times)),
+            "article": timed(lambda: article_writer(x, y, str(seed_file))),
+        }, rounds=rounds, warmup=1)
+        helper_write("raw")
+        helper_dir = workdir / "helper-raw"
+        reads = alternate({
+            "per record": timed(lambda: drain(read_split(helper_dir, "train", 256, vectorized=False))),
+            "vectorised": timed(lambda: drain(read_split(helper_dir, "train", 256, vectorized=True))),
+        }, rounds=rounds, warmup=1)
+        raw_bytes = n * 28 * 28
+        helper_bytes = sum(p.stat().st_size for p in helper_dir.glob("train-*.tfrecord"))
+        seed_bytes = seed_file.stat().st_size
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    def result(key, ratio: PairedRatio, meaning, goal, detail):
-        return Result.from_pairs(key, ratio.ratios, meaning, goal, detail)
+    def ms(samples: Samples, per: int = 1) -> str:
+        return f"{samples.median / per * 1e3:,.0f} ms"
 
-    size_ok = helper_bytes / raw_bytes <= 1.10
+    float_s, raw_s, article_s = (writes.samples(k) for k in ("float_list", "raw x3", "article"))
     return [
-        result("tfrecord_raw_vs_float_list_write", encoding,
+        Result("tfrecord_raw_vs_float_list_write",
                f"writing {n:,} MNIST records with write_shards: float_list time / raw-bytes time (the encoding's share)",
-               "≥ 15", f"float_list {encoding.slow}; raw {encoding.fast}"),
-        result("tfrecord_helper_vs_seed_writer_same_encoding", helper,
+               "≥ 15", f"float_list {ms(float_s)}, raw {ms(raw_s, raw_times)} (medians)",
+               writes.ratio("float_list", "raw x3").scaled(raw_times)),
+        Result("tfrecord_helper_vs_seed_writer_same_encoding",
                f"writing {n:,} records as float_list: the article's writer time / write_shards time (the helper's share)",
-               "-", f"article {helper.slow}; helper {helper.fast}"),
-        Result("tfrecord_bytes_per_raw_byte", helper_bytes / raw_bytes,
-               "file bytes per pixel byte, default raw-bytes encoding", "≤ 1.10", size_ok,
-               f"{helper_bytes:,} bytes for {raw_bytes:,} pixel bytes (a size: the same every run)"),
-        Result("tfrecord_seed_bytes_per_raw_byte", seed_bytes / raw_bytes,
-               "file bytes per pixel byte, article's float_list encoding", "≈ 4", None,
-               f"{seed_bytes:,} bytes for {raw_bytes:,} pixel bytes"),
-        result("tfrecord_vectorized_read_speedup", read,
+               "-", f"article {ms(article_s)}, helper {ms(float_s)} (medians)", writes.ratio("article", "float_list")),
+        Result("tfrecord_bytes_per_raw_byte", "file bytes per pixel byte, default raw-bytes encoding", "≤ 1.10",
+               f"{helper_bytes:,} bytes for {raw_bytes:,} pixel bytes (a size: the same every run)",
+               value=helper_bytes / raw_bytes),
+        Result("tfrecord_seed_bytes_per_raw_byte", "file bytes per pixel byte, article's float_list encoding", "≈ 4",
+               f"{seed_bytes:,} bytes for {raw_bytes:,} pixel bytes", value=seed_bytes / raw_bytes),
+        Result("tfrecord_vectorized_read_speedup",
                "reading all records: per-record parse time / batch-then-parse time (files page-cached)", "> 1",
-               f"per-record {read.slow}; vectorised {read.fast}"),
+               f"per-record {ms(reads.samples('per record'))}, vectorised {ms(reads.samples('vectorised'))} (medians)",
+               reads.ratio("per record", "vectorised")),
     ]

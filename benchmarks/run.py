@@ -1,14 +1,16 @@
 """Run every `benchmarks/bench_*.py` module and print one table of ratios.
 
-    python -m benchmarks.run            # full sizes (about 13 minutes on 2 cores)
-    python -m benchmarks.run --quick    # small sizes, for a smoke test
-    python -m benchmarks.run --json     # one JSON object {key: ratio, ..., "ranges": {...}} on stdout
+    python -m benchmarks.run            # full sizes (about 15 minutes on 2 cores)
+    python -m benchmarks.run --quick    # small sizes, a smoke test (about a minute)
+    python -m benchmarks.run --json     # one JSON object {key: ratio, ..., "intervals": {...}} on stdout
     python -m benchmarks.run --only tfrecord
 
 Each module defines `run(quick: bool) -> list[Result]`. A ratio compares two things measured
-in this same run, in pairs whose order alternates (A B, B A), so a machine's drift in speed
-cancels out. Each ratio is the median over pairs, reported with its lowest and highest pair,
-and a goal is judged on the unfavourable end of that range, never on the median of a lucky run.
+in this same run, in rounds whose order alternates (A B, then B A: `helpers.measure.alternate`),
+so a machine's drift in speed cancels out. Each ratio is the median over rounds, reported with a
+95 % confidence interval of that median (`helpers.measure.Samples`) and its lowest and highest
+round; a goal is judged on the interval's unfavourable bound: a "≥" goal on its lower end, a "≤"
+goal on its upper end, "contains 1" (an A/A control) on the interval holding 1.
 """
 from __future__ import annotations
 
@@ -18,45 +20,50 @@ import json
 import os
 import pkgutil
 import platform
-import statistics
 import sys
 import time
 from dataclasses import dataclass
 
+from helpers.measure import Samples
 from helpers.notebook_setup import stderr_to_devnull
 
 
 @dataclass
 class Result:
-    key: str            # stable name, e.g. "tfrecord_raw_vs_float_list_write"
-    ratio: float        # median over pairs (or the one value of a deterministic measurement)
-    meaning: str        # what the ratio is, in words
-    goal: str = ""      # the bar it should meet, in words ("≥ 15"), judged on the range's unfavourable end
-    met: bool | None = None
-    detail: str = ""    # timings behind the ratio
-    low: float | None = None   # lowest pair
-    high: float | None = None  # highest pair
+    key: str                       # stable name, e.g. "tfrecord_raw_vs_float_list_write"
+    meaning: str                   # what the ratio is, in words
+    goal: str = "-"                # "≥ 15", "≤ 1.10", "contains 1", or "-" for none
+    detail: str = ""               # the measurements behind the ratio
+    samples: Samples | None = None  # the ratio, round by round
+    value: float | None = None     # or one deterministic value (a size), where there are no rounds
 
-    @classmethod
-    def from_pairs(cls, key: str, ratios: list[float], meaning: str, goal: str = "-", detail: str = "") -> "Result":
-        """A result from pairwise ratios: their median, their range, and the goal judged on its unfavourable end."""
-        low, high = min(ratios), max(ratios)
-        return cls(key, statistics.median(ratios), meaning, goal, judge(low, high, goal), detail, low, high)
+    @property
+    def ratio(self) -> float:
+        return self.samples.median if self.samples is not None else self.value
+
+    @property
+    def met(self) -> bool | None:
+        if self.samples is None:
+            return judge_value(self.value, self.goal)
+        if self.goal.strip() == "contains 1":
+            return self.samples.compared_to(1.0) == "holds"
+        return self.samples.meets(self.goal)
+
+    @property
+    def interval_text(self) -> str:
+        if self.samples is None:
+            return ""
+        low, high = self.samples.interval
+        return f"{low:.3f}–{high:.3f}"
 
     @property
     def range_text(self) -> str:
-        return "" if self.low is None else f"{self.low:.3f}–{self.high:.3f}"
+        return "" if self.samples is None else f"{self.samples.low:.3f}–{self.samples.high:.3f}"
 
 
-def judge(value_low: float, value_high: float, goal: str) -> bool | None:
-    """Whether a range meets a goal such as '≥ 15' (on its low end) or '≤ 1.10' (on its high end)."""
-    if goal.startswith("≥"):
-        return value_low >= float(goal[1:])
-    if goal.startswith(">"):
-        return value_low > float(goal[1:])
-    if goal.startswith("≤"):
-        return value_high <= float(goal[1:])
-    return None
+def judge_value(value: float, goal: str) -> bool | None:
+    """A deterministic value (no rounds, no interval) against a goal such as '≤ 1.10'."""
+    return Samples([value]).meets(goal)
 
 
 def modules() -> list[str]:
@@ -85,21 +92,30 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         doc = {r.key: round(r.ratio, 4) for r in results}
-        doc["ranges"] = {r.key: [round(r.low, 4), round(r.high, 4)] for r in results if r.low is not None}
+        rounds = [r for r in results if r.samples is not None]
+        doc["intervals"] = {r.key: [round(v, 4) for v in r.samples.interval] for r in rounds}
+        doc["ranges"] = {r.key: [round(r.samples.low, 4), round(r.samples.high, 4)] for r in rounds}
+        doc["rounds"] = {r.key: r.samples.n for r in rounds}
+        doc["goals"] = {r.key: r.goal for r in results if r.met is not None}
         doc["goals_met"] = {r.key: r.met for r in results if r.met is not None}
         doc["elapsed_seconds"] = round(elapsed, 1)
         print(json.dumps(doc))
     else:
         width = max((len(r.key) for r in results), default=10)
-        print(f"{'key':<{width}}  {'ratio':>8}  {'range':>13}  {'goal':>6}  met  meaning")
+        print(f"{'key':<{width}}  {'median':>8}  {'95 % CI':>13}  {'min–max':>13}  {'goal':>10}  met  meaning")
         for r in results:
             met = {True: "yes", False: "NO", None: "-"}[r.met]
-            print(f"{r.key:<{width}}  {r.ratio:>8.3f}  {r.range_text:>13}  {r.goal:>6}  {met:>3}  {r.meaning}")
+            print(f"{r.key:<{width}}  {r.ratio:>8.3f}  {r.interval_text:>13}  {r.range_text:>13}  {r.goal:>10}  "
+                  f"{met:>3}  {r.meaning}")
             if r.detail:
                 print(f"{'':<{width}}  {r.detail}")
+        thin = sorted({r.samples.n for r in results if r.samples is not None and not r.samples.enough})
+        if thin:
+            print(f"\nRows with {', '.join(map(str, thin))} rounds are too few for a 95 % interval: "
+                  f"their interval is the whole range, at a lower confidence.")
         print(f"\n{'quick' if args.quick else 'full'} run, {elapsed / 60:.1f} min on {os.cpu_count()} cores "
               f"({platform.processor() or platform.machine()}), Python {platform.python_version()}. "
-              f"Goals are judged on the unfavourable end of each range.")
+              f"Goals are judged on the unfavourable bound of each interval.")
     return 0
 
 

@@ -4,17 +4,23 @@ A file written or read a moment ago is served from RAM (the page cache), not fro
 a "disk" benchmark on fresh files measures memory. `drop_from_page_cache` asks the kernel to
 forget a file's cached pages (`posix_fadvise(..., POSIX_FADV_DONTNEED)`, after `fsync` so no
 page is dirty); `cold_read_slowdown` times a read after dropping against a read straight after,
-to show whether the drop took effect on this machine.
+to show whether the drop took effect on this machine. One threshold says when it did, for every
+notebook and benchmark: `REACHED_DISK`, judged on the lower bound of the slowdown's interval.
 
 Introduced in notebooks/03_pydataset_autoencoder.ipynb.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from helpers.timing import PairedRatio, paired_ratio
+from helpers.measure import Samples, alternate, timed
+
+# A cold read at least this many times slower than a cached one (the interval's lower bound) shows that
+# the drop worked and the reads reached the disk; below it, the storage is as fast as RAM or the drop failed.
+REACHED_DISK = 1.2
 
 
 def can_drop_page_cache() -> bool:
@@ -32,7 +38,7 @@ def drop_from_page_cache(paths: Iterable[str | Path]) -> bool:
     kernel may still keep pages it is using; `cold_read_slowdown` tells whether it worked.
     Introduced in notebooks/03_pydataset_autoencoder.ipynb.
 
-    >>> drop_from_page_cache([__file__]) in (True, False)
+    >>> drop_from_page_cache([__file__]) == can_drop_page_cache()
     True
     """
     if not can_drop_page_cache():
@@ -60,15 +66,39 @@ def read_files(paths: Iterable[str | Path], chunk: int = 1 << 22) -> int:
     return total
 
 
-def cold_read_slowdown(paths: list[str | Path], repeats: int = 3) -> PairedRatio:
-    """Seconds to read `paths` just after dropping them from the cache, over seconds to read them
-    again at once (cached), in alternating pairs. About 1 means the drop did not work here (or
-    the disk is as fast as memory); several times means cold reads really reach the disk.
+@dataclass
+class ColdRead:
+    """Seconds per read of the same files cold and cached, and their ratio, round by round.
 
     Introduced in notebooks/03_pydataset_autoencoder.ipynb.
     """
-    def cold():
-        drop_from_page_cache(paths)
-        read_files(paths)
 
-    return paired_ratio(cold, lambda: read_files(paths), repeats=repeats, warmup=1)
+    cold: Samples
+    cached: Samples
+    slowdown: Samples   # cold seconds / cached seconds
+    megabytes: float
+
+    @property
+    def reached_disk(self) -> bool:
+        """Whether cold reads were measurably slower (the interval's lower bound above `REACHED_DISK`)."""
+        return self.slowdown.interval[0] > REACHED_DISK
+
+
+def cold_read_slowdown(paths: list[str | Path], rounds: int = 6) -> ColdRead:
+    """Seconds to read `paths` just after dropping them from the cache, against reading them again
+    at once (cached), in alternating rounds. The drop itself (an `fsync` and an `fadvise` per
+    file) happens before the clock starts, so only the reads are timed. A slowdown of about 1
+    means the drop did not work here, or the disk is as fast as memory; several times means
+    cold reads really reach the disk.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    read = timed(lambda: read_files(paths))
+
+    def cold() -> float:
+        drop_from_page_cache(paths)   # not timed
+        return read()
+
+    measured = alternate({"cold": cold, "cached": read}, rounds=rounds, warmup=1)
+    megabytes = sum(Path(p).stat().st_size for p in paths) / 2**20
+    return ColdRead(measured.samples("cold"), measured.samples("cached"), measured.ratio("cold", "cached"), megabytes)

@@ -1,37 +1,22 @@
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers.timing import paired_ratio, time_runs
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_paired_ratio_alternates_the_order_and_takes_the_median():
-    calls = []
-    result = paired_ratio(lambda: calls.append("slow"), lambda: calls.append("fast"), repeats=3, warmup=1)
-    # warm-up, then A B, B A, A B: neither side always runs second
-    assert calls == ["slow", "fast", "slow", "fast", "fast", "slow", "slow", "fast"]
-    assert len(result.ratios) == 3 and len(result.slow.runs) == 3
-    assert result.median == sorted(result.ratios)[1]
-
-
-def test_time_runs_discards_the_warm_up():
-    calls = []
-    timing = time_runs(lambda: calls.append(1), repeats=4, warmup=2)
-    assert len(calls) == 6 and len(timing.runs) == 4
-
-
-# Every key the issues ask for (3, 4, 8, 9 and 10), renamed or new; a quick run must print all of them.
+# Every key the issues ask for (3, 4, 8, 9, 10 and 15), renamed or new; a quick run must print all of them.
 EXPECTED_KEYS = {
     "tfrecord_raw_vs_float_list_write", "tfrecord_helper_vs_seed_writer_same_encoding", "tfrecord_bytes_per_raw_byte",
     "tfrecord_seed_bytes_per_raw_byte", "tfrecord_vectorized_read_speedup",
     "recommended_disk_vs_memory_ae", "tfrecord_cold_vs_memory_ae", "memmap_vs_memory_ae", "pydataset_png_vs_memory_ae",
     "cold_read_slowdown", "gpu_headroom_ae", "gpu_headroom_ae_png",
     "stream_vs_memory_fit_bs256", "stream_vs_memory_fit_bs32", "seed_vs_memory_fit_bs256", "memory_vs_memory_fit_bs256",
-    "gpu_headroom_mnist_bs256", "blocks_vs_memory_fit_bs256", "gpu_headroom_mnist_bs256_blocks",
+    "gpu_headroom_mnist_bs256", "gpu_headroom_mnist_bs256_blocks", "notebook04_vs_memory_fit_bs256",
+    "mlp_pipeline_vs_gpu_bs1024", "mlp_pipeline_vs_gpu_bs1024_60k", "ae_pipeline_vs_gpu_bs256",
     "optimized_vs_naive_pipeline", "stream_peak_rss_growth_5x", "stream_vs_memory_peak_rss_5x",
 }
 
@@ -42,19 +27,45 @@ def test_benchmark_runner_prints_one_json_object_with_every_key():
         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0, out.stderr
-    ratios = json.loads(out.stdout)
-    assert EXPECTED_KEYS <= set(ratios), f"missing: {EXPECTED_KEYS - set(ratios)}"
-    assert "best_disk_vs_memory_ae" not in ratios and "tfrecord_write_speedup_vs_seed" not in ratios  # renamed
-    assert ratios["tfrecord_bytes_per_raw_byte"] < 1.2  # a size, not a timing: deterministic
-    for key, (low, high) in ratios["ranges"].items():
-        assert low <= ratios[key] <= high, key
-    assert ratios["elapsed_seconds"] > 0 and set(ratios["goals_met"]) <= set(ratios)
+    doc = json.loads(out.stdout)
+    assert EXPECTED_KEYS <= set(doc), f"missing: {EXPECTED_KEYS - set(doc)}"
+    assert "blocks_vs_memory_fit_bs256" not in doc and "best_disk_vs_memory_ae" not in doc  # renamed
+    # Sizes are deterministic; the quick run's values match what these files must take.
+    assert 1.0 < doc["tfrecord_bytes_per_raw_byte"] < 1.10 and 3.9 < doc["tfrecord_seed_bytes_per_raw_byte"] < 4.2
+    # Every timed key came from rounds, and each goal's verdict is the one its interval gives.
+    for key in EXPECTED_KEYS - {"tfrecord_bytes_per_raw_byte", "tfrecord_seed_bytes_per_raw_byte"}:
+        assert doc["rounds"][key] >= 1, key
+        low, high = doc["intervals"][key]
+        goal = doc["goals"].get(key)
+        if goal and goal.startswith("≥"):
+            assert doc["goals_met"][key] == (low >= float(goal[1:])), key
+        elif goal and goal.startswith("≤"):
+            assert doc["goals_met"][key] == (high <= float(goal[1:])), key
+    # What holds at any size: decoding PNG files costs far more than reading raw uint8 shards.
+    assert doc["gpu_headroom_ae"] > 2 * doc["gpu_headroom_ae_png"]
+    assert doc["elapsed_seconds"] > 0
 
 
-def test_a_goal_is_judged_on_the_unfavourable_end_of_the_range():
-    from benchmarks.run import judge
+def test_a_result_is_judged_on_its_interval_not_on_its_median():
+    from benchmarks.run import Result
+    from helpers.measure import Samples
 
-    assert judge(14.9, 20.0, "≥ 15") is False  # a median of 17 does not meet ≥ 15 when a pair fell below
-    assert judge(15.0, 20.0, "≥ 15") is True
-    assert judge(1.05, 1.12, "≤ 1.10") is False and judge(1.0, 1.1, "≤ 1.10") is True
-    assert judge(0.5, 2.0, "-") is None
+    ten = Samples([0.90, 0.96, 0.97, 0.98, 0.99, 1.00, 1.01, 1.02, 1.03, 1.10])   # median 0.995, interval 0.96–1.03
+    assert Result("k", "m", "≥ 0.95", samples=ten).met is True
+    assert Result("k", "m", "≥ 0.97", samples=ten).met is False
+    assert Result("k", "m", "≤ 1.02", samples=ten).met is False
+    assert Result("k", "m", "contains 1", samples=ten).met is True
+    assert Result("k", "m", "contains 1", samples=ten.scaled(1.1)).met is False
+    assert Result("k", "m", "≤ 1.10", value=1.069).met is True and Result("k", "m", "-", value=2.0).met is None
+
+
+def test_the_benchmark_seed_pipeline_runs_as_notebook_05s_does():
+    """"The older article's pipeline" is one thing: the benchmark switches off the same TensorFlow 2
+    optimisations that notebook 05's AS_TF1 does."""
+    from benchmarks.bench_mnist import AS_TF1
+
+    notebook = json.loads((ROOT / "notebooks" / "05_pipeline_profiling.ipynb").read_text())
+    source = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    in_notebook = set(re.findall(r"AS_TF1\.experimental_optimization\.(\w+) = False", source))
+    assert in_notebook == {"map_parallelization", "map_and_batch_fusion", "inject_prefetch"}
+    assert all(getattr(AS_TF1.experimental_optimization, name) is False for name in in_notebook)

@@ -10,7 +10,6 @@ from helpers.autoencoder import article_autoencoder
 from helpers.packed import export_packed_uint8
 from helpers.png_folder import PngFolderError
 from helpers.pydatasets import ArrayImageBatches, PngFolderBatches
-from helpers.throughput import compare_pipelines, measure_headroom
 
 
 def make_folder(tmp_path, n=25, seed=0):
@@ -114,77 +113,3 @@ def test_autoencoder_trains_from_png_files_with_worker_processes(tmp_path):
     dataset = PngFolderBatches(tmp_path, "tr", batch_size=8, workers=2, use_multiprocessing=True)
     history = model.fit(dataset, epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
-
-
-def test_compare_pipelines_pairs_each_pipeline_with_the_baseline_in_alternating_order():
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
-    model.compile("sgd", "mse")
-    x = np.zeros((16, 4), np.float32)
-    order = []
-
-    def pipeline(name):
-        def make():
-            order.append(name)
-            return {"x": x, "y": x, "batch_size": 8}
-        return make
-
-    results = compare_pipelines(model, {"base": pipeline("base"), "a": pipeline("a"), "b": pipeline("b")},
-                                n_images=16, batch_size=8, rounds=2, warmup_rounds=1)
-    assert order == ["base", "a", "base", "b", "a", "base", "b", "base", "base", "a", "base", "b"]
-    assert len(results["a"].ratios) == 2 and len(results["base"].seconds) == 4
-    assert results["a"].images_after_first_batch == 8 and len(results["b"].first_batch) == 2
-
-
-class SleepyBatches(keras.utils.PyDataset):
-    """Six batches of zeros; every batch after the first waits `seconds`, as a slow reader would."""
-
-    def __init__(self, seconds):
-        super().__init__()
-        self.seconds = seconds
-
-    def __len__(self):
-        return 6
-
-    def __getitem__(self, index):
-        if index:
-            time.sleep(self.seconds)
-        return np.zeros((8, 4), np.float32), np.zeros((8, 4), np.float32)
-
-
-def test_compare_pipelines_measures_the_steady_state_and_finds_a_slow_pipeline():
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
-    model.compile("sgd", "mse")
-    results = compare_pipelines(model, {"fast": lambda: {"x": SleepyBatches(0.0)},
-                                        "slow": lambda: {"x": SleepyBatches(0.1)}},
-                                n_images=48, batch_size=8, rounds=2, warmup_rounds=1)
-    # Five waits of 0.1 s; Keras fetches ahead, so one may overlap the first batch, but the
-    # steady part (after the first batch) still holds at least 0.3 s of them.
-    assert min(results["slow"].seconds) >= 0.3
-    assert max(results["slow"].ratios) < 0.5  # 0.1 s waits against steps of a few milliseconds
-
-
-def test_compare_pipelines_needs_two_batches_to_measure_a_steady_state():
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
-    model.compile("sgd", "mse")
-    with pytest.raises(ValueError, match="at least two batches"):
-        compare_pipelines(model, {"one": lambda: {"x": SleepyBatches(0.0)}}, n_images=8, batch_size=8)
-
-
-def test_headroom_is_the_pipeline_alone_over_training_from_memory_in_the_same_round():
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
-    model.compile("sgd", "mse")
-    x = np.zeros((48, 4), np.float32)
-    training, results = measure_headroom(
-        model, lambda: {"x": x, "y": x, "batch_size": 8},
-        {"instant": lambda: SleepyBatches(0.0), "slow": lambda: SleepyBatches(0.1)},
-        n_images=48, batch_size=8, rounds=2, warmup_rounds=1)
-    assert len(training) == 2 and all(rate > 0 for rate in training)
-    slow = results["slow"]
-    assert len(slow.rates) == len(slow.ratios) == 2
-    # Alone, the slow reader delivers 6 batches of 8 (the first one counts) in at least 0.5 s: at most 96 images/s.
-    assert max(slow.rates) <= 48 / 0.5 * 1.01
-    assert slow.ratios == [rate / t for rate, t in zip(slow.rates, training)]
-    assert results["instant"].low > slow.high  # no sleeping: far more headroom

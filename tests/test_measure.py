@@ -1,0 +1,185 @@
+"""The measurement core (`helpers.measure`) on functions and pipelines whose costs are known."""
+import math
+import random
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers.measure import (EpochClock, Samples, alternate, fit_epoch, median_interval_ranks, pipeline_epoch,
+                             steady_epoch, time_repeats, timed)
+
+
+# ------------------------------------------------------------------ the interval of the median
+
+
+@pytest.mark.parametrize("n, rank", [(6, 1), (8, 1), (9, 2), (10, 2), (12, 3), (20, 6), (30, 10), (50, 18)])
+def test_interval_ranks_match_the_published_table(n, rank):
+    # Le Boudec (2010), Table A.1: the 95 % interval of the median is [x(k), x(n+1-k)].
+    k, coverage = median_interval_ranks(n)
+    assert k == rank and coverage >= 0.95
+    # k is the largest rank that keeps 95 %: one more would fall below it.
+    assert 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n < 0.95
+
+
+def test_too_few_samples_give_the_whole_range_at_the_confidence_they_really_have():
+    k, coverage = median_interval_ranks(5)
+    assert k == 1 and coverage == pytest.approx(1 - 2 / 32)
+    samples = Samples([1.0, 2.0, 3.0])
+    assert samples.interval == (1.0, 3.0) and not samples.enough
+    assert "too few" in samples.describe()
+
+
+def test_goals_are_judged_on_the_unfavourable_bound_of_the_interval():
+    samples = Samples([0.90, 0.96, 0.97, 0.98, 0.99, 1.00, 1.01, 1.02, 1.03, 1.10])   # interval 0.96–1.03
+    assert samples.interval == (0.96, 1.03)
+    assert samples.meets("≥ 0.95") and not samples.meets("≥ 0.97")   # the median (0.995) would pass both
+    assert samples.meets("≤ 1.05") and not samples.meets("≤ 1.02")
+    assert samples.meets("> 0.95") and not samples.meets("> 0.96")
+    assert samples.meets("-") is None
+    assert samples.compared_to(1.0) == "holds" and samples.compared_to(0.9) == "above"
+
+
+def test_the_interval_covers_the_median_as_often_as_it_claims_and_narrows_as_rounds_are_added():
+    # 2,000 simulated A/A comparisons: the ratio of two runs of the same thing, with log-normal noise.
+    rng = random.Random(0)
+    def aa_ratios(n):
+        return [math.exp(rng.gauss(0, 0.1)) / math.exp(rng.gauss(0, 0.1)) for _ in range(n)]
+
+    covered = sum(Samples(aa_ratios(10)).compared_to(1.0) == "holds" for _ in range(2_000))
+    assert 0.96 <= covered / 2_000 <= 0.995        # exact coverage for n = 10 is 97.9 %
+    widths = {n: np.median([np.subtract(*Samples(aa_ratios(n)).interval[::-1]) for _ in range(300)])
+              for n in (6, 12, 24, 48)}
+    assert widths[6] > widths[12] > widths[24] > widths[48]
+    # ... while the extreme pair only gets more extreme: the lowest of 48 is below the lowest of 6.
+    lowest = {n: np.median([min(aa_ratios(n)) for _ in range(300)]) for n in (6, 48)}
+    assert lowest[48] < lowest[6]
+
+
+# ------------------------------------------------------------------ alternation
+
+
+def test_alternate_runs_a_b_then_b_a_and_drops_the_warm_up():
+    calls = []
+    rounds = alternate({"A": lambda: calls.append("A") or 1.0, "B": lambda: calls.append("B") or 1.0},
+                       rounds=3, warmup=1)
+    assert calls == ["A", "B", "B", "A", "A", "B", "B", "A"]   # warm-up A B, then B A, A B, B A
+    assert rounds.samples("A").n == 3
+
+
+def test_alternation_cancels_a_drift_that_a_fixed_order_would_report_as_a_difference():
+    # The same work on both sides, on a machine that slows down by 1 % per run: a fixed order
+    # (always A then B) would call B slower; alternating the order cancels the drift.
+    runs = 0
+
+    def same_work() -> float:
+        nonlocal runs
+        runs += 1
+        return 1.0 + 0.01 * runs          # seconds: each run a little slower than the one before
+
+    rounds = alternate({"A": same_work, "B": same_work}, rounds=12)
+    assert rounds.ratio("B", "A").compared_to(1.0) == "holds"
+    fixed = Samples([same_work() / same_work() for _ in range(12)])   # A first, then B, every time
+    assert fixed.compared_to(1.0) == "below"
+
+
+def test_real_timings_of_known_cost_give_the_ratio_and_a_real_a_a_holds_one():
+    def cost(seconds):
+        return timed(lambda: time.sleep(seconds))
+
+    rounds = alternate({"slow": cost(0.02), "fast": cost(0.01), "fast again": cost(0.01)}, rounds=8)
+    low, high = rounds.ratio("slow", "fast").interval
+    assert 1.6 < low and high < 2.4                      # known to be 2
+    assert rounds.ratio("fast again", "fast").meets("≥ 0.8") and rounds.ratio("fast again", "fast").meets("≤ 1.25")
+    seconds = time_repeats(lambda: time.sleep(0.01), repeats=4)
+    assert seconds.n == 4 and 0.009 < seconds.median < 0.05
+
+
+# ------------------------------------------------------------------ the steady-state rate
+
+
+def test_the_rate_counts_the_whole_epoch_and_shows_its_start_up():
+    epoch = steady_epoch(10.0, [(12.0, 100), (13.0, 200), (14.0, 250)])
+    assert (epoch.samples, epoch.seconds, epoch.start_up) == (250, 4.0, 2.0) and epoch.rate == 62.5
+    with pytest.raises(ValueError, match="no steps"):
+        steady_epoch(0.0, [])
+
+
+def sleepy(n_batches, batch_size, seconds):
+    """Batches of `batch_size` rows, each made to wait `seconds`: at most batch_size / seconds samples/s."""
+    data = np.zeros((n_batches * batch_size, 4), np.float32)
+
+    def wait(x):
+        time.sleep(seconds)
+        return x
+
+    ds = tf.data.Dataset.from_tensor_slices(data).batch(batch_size)
+    ds = ds.map(lambda x: tf.ensure_shape(tf.numpy_function(wait, [x], tf.float32, stateful=True), (None, 4)))
+    return ds.map(lambda x: (x, x))
+
+
+def test_pipeline_epoch_counts_samples_and_the_rate_of_a_known_cost():
+    epoch = pipeline_epoch(sleepy(12, 8, 0.01))
+    assert epoch.samples == 12 * 8 and 0.01 <= epoch.start_up < epoch.seconds
+    assert 8 / 0.01 * 0.6 < epoch.rate <= 8 / 0.01 * 1.01  # 800 samples/s at most
+
+
+def test_rates_survive_steps_per_execution():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    model.compile("sgd", "mse", steps_per_execution=8)
+    model.fit(sleepy(64, 8, 0.005), epochs=1, verbose=0)   # warm-up: tracing
+    clock = EpochClock()
+    model.fit(sleepy(64, 8, 0.005), epochs=1, verbose=0, callbacks=[clock])
+    assert len(clock.marks) == 8                          # one call per chunk of 8 steps ...
+    assert [steps for _, steps in clock.marks] == list(range(8, 65, 8))   # ... counted by the step index
+    epoch = clock.epoch(batch_size=8, total_samples=64 * 8)
+    assert epoch.samples == 64 * 8                        # counting calls would give 8 × 8
+    assert 8 / 0.005 * 0.5 < epoch.rate <= 8 / 0.005 * 1.01   # 1,600 samples/s at most
+    again = fit_epoch(model, x=sleepy(64, 8, 0.005), batch_size=8, samples=64 * 8)
+    assert 8 / 0.005 * 0.5 < again.rate <= 8 / 0.005 * 1.01
+
+
+def test_fit_epoch_counts_a_smaller_last_batch_exactly():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    model.compile("sgd", "mse")
+    x = np.zeros((1_000, 4), np.float32)
+    epoch = fit_epoch(model, x=x, y=x, batch_size=300)   # 300, 300, 300, 100
+    assert epoch.samples == 1_000
+
+
+class SleepyBatches(keras.utils.PyDataset):
+    """Six batches of zeros; every batch after the first waits `seconds`, as a slow reader would."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, index):
+        if index:
+            time.sleep(self.seconds)
+        return np.zeros((8, 4), np.float32), np.zeros((8, 4), np.float32)
+
+
+def test_a_slow_pydataset_is_slow_alone_and_in_fit_and_its_headroom_is_below_one():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    model.compile("sgd", "mse")
+    x = np.zeros((48, 4), np.float32)
+    measured = alternate({
+        "memory": lambda: fit_epoch(model, x=x, y=x, batch_size=8),
+        "slow, training": lambda: fit_epoch(model, x=SleepyBatches(0.05), batch_size=8, samples=48),
+        "slow alone": lambda: pipeline_epoch(SleepyBatches(0.05)),
+        "instant alone": lambda: pipeline_epoch(SleepyBatches(0.0)),
+    }, rounds=3)
+    # Alone, the slow reader delivers 6 batches of 8 with five 0.05 s waits: at most 48 / 0.25 = 192 images/s.
+    assert measured.samples("slow alone").high <= 48 / 0.25 * 1.01
+    assert measured.ratio("slow, training", "memory").high < 0.5
+    assert measured.ratio("slow alone", "memory").values == tuple(
+        a / b for a, b in zip(measured.values["slow alone"], measured.values["memory"]))
+    assert measured.samples("instant alone").low > 10 * measured.samples("slow alone").high

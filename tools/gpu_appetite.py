@@ -1,0 +1,121 @@
+"""Measure how fast a machine trains the series' two models: the figures in helpers/gpu_reference.py.
+
+    python -m tools.gpu_appetite                       # the Keras backend set in KERAS_BACKEND (default tensorflow)
+    KERAS_BACKEND=jax python -m tools.gpu_appetite     # how helpers/gpu_reference.py was measured (JAX on a GPU)
+    python -m tools.gpu_appetite --quick               # small sizes: checks the script, not a GPU
+    python -m tools.gpu_appetite --json                # one JSON object instead of the table
+
+What it does, so that anyone with a GPU can re-measure: the older article's MNIST MLP
+(784-512-10, float32 input) and CIFAR-10 autoencoder, built by `helpers.mlp.article_mlp` and
+`helpers.autoencoder.article_autoencoder`, trained with `model.fit` from float32 NumPy arrays
+already in memory (60,000 MNIST-shaped and 50,000 CIFAR-shaped random arrays: the speed of these
+models does not depend on the pixel values), for `--epochs` epochs (default 4) at each batch size.
+Each epoch's rate is `helpers.measure`'s steady-state rate (samples after the first step over the
+seconds after it); the figure is the median of epochs 2 to the last, with their lowest and highest
+as the spread (the first epoch, which compiles, is left out). It needs Keras 3 and NumPy, not
+TensorFlow: the reference machine ran JAX.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+
+import numpy as np
+
+BATCH_SIZES = {"mnist_mlp": (32, 256, 1024), "cifar_autoencoder": (32, 256)}
+
+
+def device_name() -> str:
+    """The accelerator Keras will use, or "CPU", by the backend's own query."""
+    import keras
+
+    backend = keras.backend.backend()
+    try:
+        if backend == "jax":
+            import jax
+
+            device = jax.devices()[0]
+            return "CPU" if device.platform == "cpu" else device.device_kind
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            gpus = tf.config.list_physical_devices("GPU")
+            return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU") if gpus else "CPU"
+        if backend == "torch":
+            import torch
+
+            return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
+    except Exception as error:  # a device query that fails must not stop the measurement
+        return f"unknown ({error})"
+    return "unknown"
+
+
+def measure(model_name: str, batch_size: int, n: int, epochs: int) -> dict:
+    import keras
+
+    from helpers.autoencoder import article_autoencoder
+    from helpers.measure import EpochClock
+    from helpers.mlp import article_mlp
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    if model_name == "mnist_mlp":
+        model = article_mlp(uint8_input=False)
+        x, y = rng.random((n, 28, 28), dtype=np.float32), rng.integers(0, 10, n)
+    else:
+        model = article_autoencoder()
+        x = rng.random((n, 32, 32, 3), dtype=np.float32)
+        y = x
+    clock, rates = EpochClock(), []
+
+    class Record(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            rates.append(clock.epoch(batch_size, n).rate)
+
+    model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0, shuffle=True, callbacks=[clock, Record()])
+    steady = rates[1:]
+    return {"model": model_name, "batch_size": batch_size, "samples_per_second": round(statistics.median(steady)),
+            "low": round(min(steady)), "high": round(max(steady)), "epochs": epochs, "samples": n}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.gpu_appetite", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the script")
+    parser.add_argument("--epochs", type=int, default=4, help="epochs per measurement; the first is left out")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.epochs < 2:
+        parser.error("--epochs must be at least 2: the first epoch compiles and is left out")
+    import keras
+
+    sizes = {"mnist_mlp": 2_048 if args.quick else 60_000, "cifar_autoencoder": 512 if args.quick else 50_000}
+    batches = {name: (b[:2] if args.quick else b) for name, b in BATCH_SIZES.items()}
+    figures = []
+    for name, batch_sizes in batches.items():
+        for batch_size in batch_sizes:
+            print(f"measuring {name} at batch {batch_size}…", file=sys.stderr)
+            figures.append(measure(name, batch_size, sizes[name], args.epochs))
+    report = {"device": device_name(), "backend": keras.backend.backend(), "keras": keras.__version__,
+              "python": platform.python_version(), "quick": args.quick, "figures": figures}
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{report['device']} · Keras {report['keras']} ({report['backend']}) · Python {report['python']}"
+          f"{' · QUICK (not a reference figure)' if args.quick else ''}")
+    print(f"{'model':<18}{'batch':>6}{'samples/s':>12}{'spread':>22}")
+    for f in figures:
+        spread = f"{f['low']:,}–{f['high']:,}"
+        print(f"{f['model']:<18}{f['batch_size']:>6}{f['samples_per_second']:>12,}{spread:>22}")
+    print("\nFor helpers/gpu_reference.py:")
+    for name in batches:
+        rows = ", ".join(f"GpuFigure({f['batch_size']}, {f['samples_per_second']:_}, {f['low']:_}, {f['high']:_})"
+                         for f in figures if f["model"] == name)
+        print(f'    "{name}": [{rows}],')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
