@@ -153,14 +153,17 @@ class Samples:
         return Samples([1.0 / v for v in self.values], self.confidence)
 
     def describe(self, fmt: str = ".2f", unit: str = "") -> str:
-        """"1.02× (95 % CI 0.98–1.05; range 0.91–1.10; 8 rounds)", with the confidence it really has."""
+        """The median with its interval and the confidence it really has, e.g. "1.02× (95 % CI 0.98–1.05,
+        8 rounds; range 0.91–1.10)", or, with fewer than 6 rounds, "1.02× (range 0.98–1.05 over 3
+        rounds: a 75 % interval of the median)"."""
         low, high = self.interval
-        level = (f"{self.confidence:.0%} CI" if self.enough
-                 else f"only {self.coverage:.0%} CI: {self.n} rounds are too few for {self.confidence:.0%}")
-        text = f"{self.median:{fmt}}{unit} ({level} {low:{fmt}}–{high:{fmt}}"
-        if self.n > 2 and (low, high) != (self.low, self.high):
+        if not self.enough:
+            return (f"{self.median:{fmt}}{unit} (range {low:{fmt}}–{high:{fmt}} over {self.n} rounds: "
+                    f"a {self.coverage:.0%} interval of the median)")
+        text = f"{self.median:{fmt}}{unit} ({self.confidence:.0%} CI {low:{fmt}}–{high:{fmt}}, {self.n} rounds"
+        if (low, high) != (self.low, self.high):
             text += f"; range {self.low:{fmt}}–{self.high:{fmt}}"
-        return text + f"; {self.n} rounds)"
+        return text + ")"
 
     def __str__(self) -> str:
         return self.describe()

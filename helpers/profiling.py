@@ -58,11 +58,10 @@ class Diagnosis:
             self.pipeline_alone.compared_to(self.gpu_appetite)]
 
     def __str__(self) -> str:
-        low, high = self.waiting_share.interval
         text = (f"{self.verdict}: {self.waiting_share.median:.0%} of each step waits for input "
-                f"(interval {low:.0%}–{high:.0%}). Pipeline alone {self.pipeline_alone.median:,.0f} samples/s, "
-                f"model alone {self.model_alone.median:,.0f}, together {self.together.median:,.0f} "
-                f"(headroom {self.headroom.median:.1f}×; {self.waiting_share.n} rounds).")
+                f"({self.waiting_share.describe('.0%').split(' (', 1)[1]}. Pipeline alone "
+                f"{self.pipeline_alone.median:,.0f} samples/s, model alone {self.model_alone.median:,.0f}, together "
+                f"{self.together.median:,.0f} (headroom {self.headroom.median:.1f}×).")
         if self.feeds_gpu == "no measurable margin":
             text += f" Its interval holds the {self.gpu_appetite:,.0f} samples/s a GPU trains: no measurable margin."
         elif self.feeds_gpu:
