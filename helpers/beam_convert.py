@@ -27,20 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.datasets import check_labels
-from helpers.files import check_name, write_then_rename
-from helpers.processes import exit_with_parent
+from helpers.files import check_name, file_problem, write_then_rename
+from helpers.labels import class_labels
+from helpers.processes import child_environment, exit_with_parent
 
 CHUNK = 1_000  # records per unit of work: what a runner hands to one worker at a time
 
 
-def save_source(images: np.ndarray, labels: np.ndarray, directory: str | Path) -> tuple[Path, Path]:
+def save_source(images: np.ndarray, labels: np.ndarray, directory: str | Path,
+                num_classes: int | None = None) -> tuple[Path, Path]:
     """Save images and labels as two `.npy` files, the "source records" a conversion reads; returns their paths.
 
-    Each file is written under a temporary name and renamed.
+    Labels are checked first (whole numbers from 0, below `num_classes` when given). Each file is
+    written under a temporary name and renamed.
     Introduced in notebooks/06_scaling_out.ipynb.
     """
-    images, labels = np.asarray(images), check_labels(labels, "save_source")
+    images, labels = np.asarray(images), class_labels(labels, "save_source", num_classes)
     if len(images) != len(labels):
         raise ValueError(f"save_source: {len(images):,} images but {len(labels):,} labels")
     directory = Path(directory)
@@ -91,8 +93,34 @@ def build_conversion(pipeline, images_path: str | Path, labels_path: str | Path,
                                                  shard_name_template="-SSSSS-of-NNNNN"))
 
 
+def check_source(images_path: str | Path, labels_path: str | Path, num_classes: int | None = None) -> int:
+    """Check the source files before a conversion starts: both `.npy` arrays, one label for every image,
+    labels whole numbers from 0 (below `num_classes` when given), images numeric. Returns the record count;
+    each problem is a `ValueError` naming the file.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    arrays = []
+    for path in (Path(images_path), Path(labels_path)):
+        if (problem := file_problem(path)) is not None:
+            raise ValueError(f"{path} is {problem}: save the source with save_source() first.")
+        try:
+            arrays.append(np.load(path, mmap_mode="r", allow_pickle=False))
+        except (ValueError, OSError) as e:
+            raise ValueError(f"{path} is not a .npy array ({e}).") from None
+    images, labels = arrays
+    class_labels(labels, str(labels_path), num_classes)
+    if len(images) != len(labels):
+        raise ValueError(f"{images_path} holds {len(images):,} images but {labels_path} {len(labels):,} labels: every "
+                         f"image needs its label (none may be dropped).")
+    if images.dtype.kind not in "biuf":
+        raise ValueError(f"{images_path}: images must be numeric, not {images.dtype}.")
+    return len(labels)
+
+
 def convert_with_beam(images_path: str | Path, labels_path: str | Path, directory: str | Path, split: str,
-                      num_shards: int = 8, beam_args: list[str] | None = None, timeout: float = 3600) -> list[Path]:
+                      num_shards: int = 8, beam_args: list[str] | None = None, timeout: float = 3600,
+                      num_classes: int | None = None) -> list[Path]:
     """Launch the conversion as a Beam job (DirectRunner unless `beam_args` say otherwise); return the shard files.
 
     The job runs as its own Python process, `python -m helpers.beam_convert ...`, the way a Beam
@@ -103,10 +131,10 @@ def convert_with_beam(images_path: str | Path, labels_path: str | Path, director
     Introduced in notebooks/06_scaling_out.ipynb.
     """
     check_name(split, "split name")
+    check_source(images_path, labels_path, num_classes)   # before any worker starts: bad input fails here, by name
     command = [sys.executable, "-m", "helpers.beam_convert", str(images_path), str(labels_path), str(directory),
                split, str(num_shards), *(beam_args or ["--runner=DirectRunner"])]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_environment())
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-6:])
         raise RuntimeError(f"the Beam conversion failed (exit {done.returncode}):\n{tail}")

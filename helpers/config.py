@@ -63,9 +63,25 @@ def data_dir() -> Path:
         where = "the data directory"
     try:
         path.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
+    except OSError as e:
+        if os.path.islink(path) and not os.path.exists(path):
+            what = "a symlink loop" if _is_loop(path) else f"a broken symlink (to {os.readlink(path)!r})"
+        elif isinstance(e, (FileExistsError, NotADirectoryError)) and path.exists():
+            what = "a file, not a folder"
+        else:
+            what = f"a folder that cannot be created ({e.strerror}: {e.filename})"
         raise NotADirectoryError(
-            f"{where} names {path}, which is a file, not a folder. Point {DATA_DIR_ENV} at a folder "
+            f"{where} names {path}, which is {what}. Point {DATA_DIR_ENV} at a folder "
             f"(it is created if missing), or unset it to use data/ in the repository."
         ) from None
     return path
+
+
+def _is_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as e:
+        import errno
+
+        return e.errno == errno.ELOOP
+    return False

@@ -2,7 +2,7 @@
 
 On a cluster the dispatcher and the workers run on other machines, and the training hosts send
 their `tf.data` pipelines to them (`dataset.apply(tf.data.experimental.service.distribute(...))`).
-Here they are processes on localhost, started by the same code a cluster would run:
+Here they are processes on this machine, started by the same code a cluster would run:
 
     python -m helpers.data_service dispatcher --port 5050
     python -m helpers.data_service worker --dispatcher localhost:5050
@@ -10,13 +10,23 @@ Here they are processes on localhost, started by the same code a cluster would r
 `DataServiceCluster` starts them (ports chosen free at run time) and stops them when its `with`
 block ends.
 
+Exposure: TensorFlow's gRPC servers take no bind address and no credentials, so the dispatcher and
+the workers listen on every network interface, not only on localhost, and a worker runs whatever
+dataset graph a client registers (tensorflow/tensorflow#11689). `DataServiceCluster` prints one line
+saying so when it starts them; keep such servers on a private network, and only for as long as the
+cell that uses them.
+
 Introduced in notebooks/06_scaling_out.ipynb.
 """
 from __future__ import annotations
 
 import argparse
 
-from helpers.processes import READY, ChildProcesses, exit_with_parent, free_port
+import errno
+import socket
+import sys
+
+from helpers.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, free_port
 
 HEARTBEAT_MS = 200          # workers report to the dispatcher five times a second …
 WORKER_TIMEOUT_MS = 2_000   # … and one silent for two seconds is taken as gone
@@ -40,6 +50,8 @@ class DataServiceCluster:
         return [name for name in self.children.processes if name.startswith("worker")]
 
     def __enter__(self) -> "DataServiceCluster":
+        print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on ports "
+                               f"of their own)", self.port))
         self.children.__enter__()
         try:
             self.children.start("dispatcher", ["-m", "helpers.data_service", "dispatcher", "--port", str(self.port)])
@@ -61,7 +73,24 @@ class DataServiceCluster:
         self.children.__exit__(*exc)
 
 
+def port_is_taken(port: int) -> bool:
+    """Whether another process already listens on `port` (on any interface), checked by binding it.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    if port == 0:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False
+
+
 def _serve(role: str, port: int, dispatcher: str | None) -> None:
+    if port_is_taken(port):  # gRPC would only say "Could not start gRPC server"
+        sys.exit(f"the {role} cannot listen on port {port}: another process is using it. Pick another --port.")
     import tensorflow as tf
 
     service = tf.data.experimental.service

@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from helpers import standins
 from helpers.config import QUICK_ENV, data_dir, quick_mode
-from helpers.files import is_regular_file, sha256_of, write_then_rename
+from helpers.files import file_problem, is_regular_file, sha256_of, write_then_rename
+from helpers.labels import class_labels
 
 Arrays = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -106,7 +107,8 @@ def cifar10_class_names() -> list[str]:
 
 
 def check_labels(labels: np.ndarray, where: str) -> np.ndarray:
-    """Labels as uint8 after checking they are whole numbers from 0 to 9; `DatasetFileError` naming `where` if not.
+    """Labels as a flat uint8 array after checking they are whole numbers from 0 to 9 (`helpers.labels`);
+    `DatasetFileError` naming `where` if not.
 
     A plain `astype(np.uint8)` would turn -1 into 255 and 300 into 44 without a word.
     Introduced in notebooks/01_generators_and_iterables.ipynb.
@@ -114,17 +116,10 @@ def check_labels(labels: np.ndarray, where: str) -> np.ndarray:
     >>> check_labels(np.array([0, 9]), "here").tolist()
     [0, 9]
     """
-    labels = np.asarray(labels)
-    if labels.dtype.kind not in "iu":
-        raise DatasetFileError(f"{where}: labels must be integers from 0 to {NUM_CLASSES - 1}, got {labels.dtype} values.")
-    bad = (labels < 0) | (labels >= NUM_CLASSES)
-    if bad.any():
-        first = int(np.flatnonzero(bad.reshape(-1))[0])
-        raise DatasetFileError(
-            f"{where}: label {labels.reshape(-1)[first]} at position {first} is outside 0-{NUM_CLASSES - 1}. "
-            f"The file is not the real dataset or is damaged."
-        )
-    return labels.astype(np.uint8)
+    try:
+        return class_labels(labels, where, NUM_CLASSES).astype(np.uint8)
+    except ValueError as e:
+        raise DatasetFileError(f"{e} The file is not the real dataset or is damaged.") from None
 
 
 def _require_regular_file(path: Path) -> None:
@@ -262,6 +257,27 @@ def _unavailable(name: str, local: Path, reason: str) -> DatasetUnavailableError
     )
 
 
+# What Keras's loaders read in their cache folder (keras.utils.get_file's download target for each dataset).
+KERAS_CACHE_FILES = {"mnist": "mnist.npz", "cifar10": "cifar-10-batches-py-target_archive"}
+
+
+def keras_cache_problem(name: str) -> str | None:
+    """Why Keras's cached download of `name` cannot be read safely, or None.
+
+    Keras hashes its cached file before using it; a FIFO there would block that read for ever, and
+    a folder or a device would fail deep inside Keras. So the cache entry is looked at first, without
+    opening it: anything there that is not a regular file is named, and the loader is not called.
+    Introduced in notebooks/01_generators_and_iterables.ipynb.
+    """
+    # Where Keras keeps it: $KERAS_HOME, else ~/.keras, else /tmp/.keras where home is not writable.
+    bases = [os.environ.get("KERAS_HOME"), "~/.keras", os.path.join(tempfile.gettempdir(), ".keras")]
+    for base in filter(None, bases):
+        path = Path(os.path.expanduser(base)) / "datasets" / KERAS_CACHE_FILES[name]
+        if os.path.lexists(path) and (problem := file_problem(path)) is not None:
+            return f"Keras's cached download {path} is {problem}; remove it so Keras can download again"
+    return None
+
+
 def _load(name: str, local: Path, read_local, make_standin, allow_download: bool) -> Arrays:
     """Try the local file, then Keras's loader `keras.datasets.<name>.load_data`, then (quick mode) a stand-in."""
     if local.exists():
@@ -270,7 +286,10 @@ def _load(name: str, local: Path, read_local, make_standin, allow_download: bool
     else:
         reason = "downloads are switched off"
         arrays = None
-        if allow_download:
+        if allow_download and (problem := keras_cache_problem(name)) is not None:
+            reason = problem
+            print(f"{problem[0].upper()}{problem[1:]}.")
+        elif allow_download:
             try:
                 import keras
 

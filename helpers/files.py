@@ -98,6 +98,34 @@ def is_regular_file(path: str | Path) -> bool:
         return False
 
 
+def file_problem(path: str | Path) -> str | None:
+    """None for a regular file (following symlinks); otherwise what is there instead, in words for an
+    error message: "missing", "a broken symlink", "a symlink loop", "a folder", "a FIFO", a device.
+
+    Introduced in notebooks/05_pipeline_profiling.ipynb.
+
+    >>> file_problem(__file__) is None, file_problem(Path(__file__).parent), file_problem("/no/such/file")
+    (True, 'a folder, not a file', 'missing')
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symlink loop, not a file"
+        if os.path.islink(path):
+            return f"a broken symlink (to {os.readlink(path)!r})"
+        if e.errno == errno.ENOENT:
+            return "missing"
+        return f"unreadable ({e.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = [(stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    target = f" (a symlink to {os.path.realpath(path)})" if os.path.islink(path) else ""
+    return f"{kind}{target}, not a file"
+
+
 def temporary_name(path: str | Path) -> Path:
     """A fresh name beside `path` for writing it: `NAME.<random>.partial`.
 
@@ -114,6 +142,29 @@ def temporaries_of(path: str | Path) -> list[Path]:
     """
     path = Path(path)
     return sorted(path.parent.glob(f"{_glob_escape(path.name)}.*.partial"))
+
+
+def stale_temporaries(directory: str | Path, final_name: str) -> list[Path]:
+    """Temporary files in `directory` that `write_then_rename` left for final names matching the
+    regular expression `final_name` (a run killed mid-write leaves one): `<final>.<8 hex>.partial`.
+
+    A writer removes only its own: the pattern names exactly the files it writes, so the
+    temporaries of another split, prefix or format in the same folder (`train-extra-…` beside
+    `train-…`, block files beside record files) are never touched.
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for name in ("train-00000.x.0123abcd.partial", "train-extra-00000.x.0123abcd.partial"):
+    ...     _ = (d / name).write_text("")
+    >>> [p.name for p in stale_temporaries(d, r"train-\d{5}\.x")]
+    ['train-00000.x.0123abcd.partial']
+    """
+    pattern = re.compile(rf"(?:{final_name})\.[0-9a-f]{{8}}\.partial")
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if pattern.fullmatch(p.name))
 
 
 def _glob_escape(name: str) -> str:

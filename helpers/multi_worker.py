@@ -4,7 +4,9 @@ Every worker runs this same program; `TF_CONFIG` tells each one the cluster's ad
 which worker it is. Each reads its own files of the training shards (sharding by file), the
 workers add up their gradients after every step (all-reduce over gRPC), and so all of them end
 with the same weights. On a cluster the addresses are other machines; here they are ports on
-localhost, chosen free at run time.
+localhost, chosen free at run time. The workers' gRPC servers still listen on every network
+interface, without authentication (TensorFlow offers no bind address): `train_on_workers` prints
+one line saying so.
 
     train_on_workers(shard_dir, "train", workers=2, epochs=1)   # starts and waits for the workers
     TF_CONFIG='{...}' python -m helpers.multi_worker DIR train 1 256   # what each runs; prints its report as JSON
@@ -21,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.processes import exit_with_parent, free_port
+from helpers.processes import child_environment, exit_with_parent, exposure_warning, free_port
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,12 @@ def train_on_workers(directory: str | Path, split: str, workers: int = 2, epochs
     Introduced in notebooks/06_scaling_out.ipynb.
     """
     addresses = [f"localhost:{free_port()}" for _ in range(workers)]
+    print(exposure_warning(f"the cluster of {workers} training workers",
+                           [int(address.rsplit(":", 1)[1]) for address in addresses]))
     processes = []
     try:
         for index in range(workers):
-            env = {**os.environ, "TF_CONFIG": tf_config(addresses, index), "TF_CPP_MIN_LOG_LEVEL": "3"}
+            env = child_environment({"TF_CONFIG": tf_config(addresses, index)})
             command = [sys.executable, "-m", "helpers.multi_worker", str(directory), split, str(epochs),
                        str(global_batch)]
             processes.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

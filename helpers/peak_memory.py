@@ -22,13 +22,18 @@ Introduced in notebooks/05_pipeline_profiling.ipynb.
 from __future__ import annotations
 
 import json
+import math
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.processes import child_environment
+
 MODES = ("load", "stream")
+OUT_OF_MEMORY_EXIT = 3  # the child's exit code when an allocation failed under its budget
 
 
 @dataclass(frozen=True)
@@ -118,21 +123,71 @@ def peak_training_memory(mode: str, directory: str | Path, split: str, batch_siz
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    if budget_mib is not None:
+        budget_mib = check_budget(budget_mib)
+    env = child_environment()
     command = [sys.executable, "-m", "helpers.peak_memory", mode, str(directory), split, str(batch_size)]
     if budget_mib is not None:
-        command.append(str(budget_mib))
+        command.append(repr(budget_mib))
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:
         return MemoryRun(**json.loads(lines[-1]))
     tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-    out_of_memory = any(word in tail for word in ("MemoryError", "bad_alloc", "Cannot allocate memory",
-                                                  "ResourceExhausted", "OOM"))
-    if budget_mib is not None and (out_of_memory or done.returncode < 0):
-        how = tail.splitlines()[-1] if out_of_memory else f"killed by signal {-done.returncode}"
-        return MemoryRun(mode, 0, 0.0, 0.0, 0.0, budget_mib, f"ran out of memory under the budget: {how}")
+    if budget_mib is not None:
+        if done.returncode == OUT_OF_MEMORY_EXIT:   # the child caught its own allocation failure
+            return MemoryRun(mode, 0, 0.0, 0.0, 0.0, budget_mib, f"ran out of memory under the budget: {lines[-1] if lines else tail}")
+        native = _native_allocation_failure(done.stderr or "")
+        if native is not None:   # a library ran out before Python could catch it (OpenBLAS, C++), and exited
+            return MemoryRun(mode, 0, 0.0, 0.0, 0.0, budget_mib, f"ran out of memory under the budget: {native}")
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else "?"
+        raise RuntimeError(f"the {mode} child process was stopped by signal {-done.returncode} ({name}), not by its "
+                           f"memory budget; its last output:\n{tail}")
     raise RuntimeError(f"the {mode} child process failed (exit {done.returncode}):\n{tail}")
+
+
+def check_budget(budget_mib) -> float:
+    """A memory budget in MiB as a float, or `ValueError`: it must be a finite number above 0.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+
+    >>> check_budget(1280)
+    1280.0
+    """
+    if isinstance(budget_mib, bool) or not isinstance(budget_mib, (int, float)) or not math.isfinite(budget_mib) \
+            or budget_mib <= 0:
+        raise ValueError(f"budget_mib must be a finite number of MiB above 0, not {budget_mib!r}: a budget of 0, "
+                         f"a negative one or infinity would mean no limit or no memory at all")
+    return float(budget_mib)
+
+
+# What native libraries print when an allocation fails and they end the process themselves: matched as
+# whole messages at the start of a line, never a word such as "OOM" that a path could contain.
+NATIVE_ALLOCATION_FAILURES = ("OpenBLAS error: Memory allocation still failed",
+                              "terminate called after throwing an instance of 'std::bad_alloc'",
+                              "MemoryError", "Fatal Python error: _PyMem", "std::bad_alloc")
+
+
+def _native_allocation_failure(stderr: str) -> str | None:
+    for line in stderr.splitlines():
+        if any(line.strip().startswith(message) for message in NATIVE_ALLOCATION_FAILURES):
+            return line.strip()
+    return None
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error`, or an error it was raised from, is an allocation that failed."""
+    import errno
+
+    while error is not None:
+        if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
+            return True
+        if type(error).__name__ == "ResourceExhaustedError" or "Cannot allocate memory" in str(error) \
+                or "failed to map segment" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def limit_memory(budget_mib: float) -> None:
@@ -151,8 +206,14 @@ if __name__ == "__main__":
 
     exit_with_parent()  # an interrupted notebook must not leave a training child behind
     mode_arg, directory_arg, split_arg, batch_arg = sys.argv[1:5]
-    budget = float(sys.argv[5]) if len(sys.argv) > 5 else None
+    budget = check_budget(float(sys.argv[5])) if len(sys.argv) > 5 else None
     if budget is not None:
         limit_memory(budget)  # before TensorFlow is imported, so everything it allocates counts
-    run = train_one_epoch(mode_arg, directory_arg, split_arg, int(batch_arg))
+    try:
+        run = train_one_epoch(mode_arg, directory_arg, split_arg, int(batch_arg))
+    except Exception as error:  # under a budget, an allocation that fails anywhere (even importing TensorFlow)
+        if budget is None or not _is_out_of_memory(error):
+            raise
+        print(f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
+        sys.exit(OUT_OF_MEMORY_EXIT)
     print(json.dumps({**run.__dict__, "budget_mib": budget}))

@@ -81,6 +81,15 @@ def _index_of(path: Path, prefix: str) -> int:
     return int(match[1]) if match else -1
 
 
+def _export_files(folder: Path, prefix: str) -> list[Path]:
+    """The files an export with this prefix writes, and nothing else: `{prefix}_NNNNN.png`, the label file,
+    the export record, and their temporaries. Another prefix's files (`tr_big_00000.png` beside
+    `tr_00000.png`) never match."""
+    final = rf"{re.escape(prefix)}_(?:\d{{5,}}\.png|label\.txt|export\.json)"
+    pattern = re.compile(rf"{final}(?:\.[0-9a-f]{{8}}\.partial)?")
+    return sorted(p for p in folder.iterdir() if pattern.fullmatch(p.name)) if folder.is_dir() else []
+
+
 def _png_bytes(image: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format="PNG")
@@ -138,23 +147,23 @@ def export_png_folder(
     if fingerprint is None:
         fingerprint = fingerprint_arrays(np.asarray(images), labels)
     folder.mkdir(parents=True, exist_ok=True)
-    ours = list(folder.glob(f"{prefix}_*.png")) + [label_file(folder, prefix)]
+    ours = [p for p in _export_files(folder, prefix) if p != info_path]
     if info_path.exists():
         try:
             previous = json.loads(info_path.read_text(encoding="utf-8"))["fingerprint"]
         except (ValueError, KeyError, TypeError):
             previous = "unreadable"
     else:
-        previous = None if not any(p.exists() for p in ours) else "unknown (no export record)"
+        previous = None if not ours else "unknown (no export record)"
     if previous is not None and previous != fingerprint:
         if not overwrite:
             raise PngFolderError(
                 f"{folder} holds images exported from other data (fingerprint {previous}, now {fingerprint}). "
                 f"Export to another folder, or pass overwrite=True to replace them."
             )
-        for stale in folder.glob(f"{prefix}_*"):
+        for stale in _export_files(folder, prefix):
             stale.unlink()
-    beyond = [p for p in folder.glob(f"{prefix}_*.png") if _index_of(p, prefix) >= len(images)]
+    beyond = [p for p in _export_files(folder, prefix) if _index_of(p, prefix) >= len(images)]
     if beyond and not overwrite:
         raise PngFolderError(
             f"{folder} already holds {len(beyond):,} images beyond the {len(images):,} being exported "
@@ -163,8 +172,9 @@ def export_png_folder(
     for stale in beyond:
         stale.unlink()
     atomic_write_text(info_path, json.dumps({"fingerprint": fingerprint}))
-    for stale in folder.glob(f"{prefix}_*.partial"):
-        stale.unlink()  # left by an export that was killed mid-file
+    for stale in _export_files(folder, prefix):
+        if stale.name.endswith(".partial"):
+            stale.unlink()  # left by an export that was killed mid-file
 
     written = skipped = 0
     for index in tqdm(range(len(images)), desc=f"PNG → {folder.name}/", unit="img", disable=not progress):
@@ -232,12 +242,12 @@ def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.nd
     missing = [p.name for p in expected if not os.path.lexists(p)]  # a FIFO is there, and load_png says what it is
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
-        present = len(list(folder.glob(f"{prefix}_*.png")))
+        present = sum(p.suffix == ".png" for p in _export_files(folder, prefix))
         raise PngFolderError(
             f"{label_file(folder, prefix)} has {len(labels):,} labels but {folder} has {present:,} images; "
             f"missing: {shown}."
         )
-    extra = [p.name for p in folder.glob(f"{prefix}_*.png") if _index_of(p, prefix) >= len(labels)]
+    extra = [p.name for p in _export_files(folder, prefix) if _index_of(p, prefix) >= len(labels)]
     if extra:
         raise PngFolderError(
             f"{folder} has {len(extra):,} images beyond the {len(labels):,} labels in "

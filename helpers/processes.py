@@ -39,26 +39,67 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def exit_with_parent() -> None:
-    """In a child program: stop when the process that started it is gone.
+PARENT_ENV = "BTM_PARENT"  # "<pid>:main" or "<pid>:thread": who started this child, from which thread
+
+
+def child_environment(extra: dict | None = None) -> dict:
+    """The environment for a child program of the series: this one, quiet TensorFlow, unbuffered
+    output, and `BTM_PARENT` saying which process started it and whether from its main thread
+    (read by `exit_with_parent`).
 
     Introduced in notebooks/06_scaling_out.ipynb.
     """
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
+    thread = "main" if threading.current_thread() is threading.main_thread() else "thread"
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1",
+            PARENT_ENV: f"{os.getpid()}:{thread}", **(extra or {})}
+
+
+def exit_with_parent() -> None:
+    """In a child program: stop when the process that started it is gone, even if it went before
+    this child got this far.
+
+    The parent's process id comes from `BTM_PARENT` (set by `child_environment`), not from
+    `os.getppid()` now: a parent killed while this child's Python was still starting has already
+    been replaced by init, and the child would watch the wrong process. Where the parent started
+    the child from its main thread, Linux is also asked to send SIGTERM the moment the parent
+    dies (`prctl(PR_SET_PDEATHSIG)`); not from another thread, because that signal follows the
+    thread that started the child, and would stop it when the thread ends. A watcher thread
+    checks every 0.2 s that the parent is still the parent.
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    pid, _, thread = os.environ.get(PARENT_ENV, "").partition(":")
+    parent = int(pid) if pid.isdigit() else os.getppid()
+    if sys.platform.startswith("linux") and thread == "main":
         try:
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
         except (OSError, AttributeError):
             pass
+    if os.getppid() != parent:   # checked after asking for the signal: the parent died before it was set
+        os._exit(1)
 
     def watch():
         while os.getppid() == parent:
-            time.sleep(1)
+            time.sleep(0.2)
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
+
+
+def exposure_warning(what: str, ports: int | list[int]) -> str:
+    """The one line printed whenever the series starts a TensorFlow gRPC server, saying what it exposes.
+
+    TensorFlow's servers (the tf.data service, a multi-worker cluster) take a port but no address to
+    bind to and no credentials: they listen on every network interface, and a tf.data worker runs any
+    dataset graph a client sends it (tensorflow/tensorflow#11689: "designed to run on private networks").
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    ports = [ports] if isinstance(ports, int) else list(ports)
+    where = f"port {ports[0]}" if len(ports) == 1 else f"ports {', '.join(map(str, ports[:-1]))} and {ports[-1]}"
+    return (f"Note: {what} listens on {where} on every network interface of this machine, without "
+            f"authentication; anyone who can reach that port can use it. Use it on a private network or behind a "
+            f"firewall. It stops when its `with` block (this cell) ends.")
 
 
 class ChildProcesses:
@@ -79,7 +120,7 @@ class ChildProcesses:
         With `wait=False`, return at once; `wait_ready(name)` waits later (to start several together)."""
         if name in self.processes:
             raise ValueError(f"a child named {name!r} is already running")
-        environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1", **(env or {})}
+        environment = child_environment(env)
         process = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True, env=environment)
         self.processes[name] = process

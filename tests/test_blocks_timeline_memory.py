@@ -1,6 +1,7 @@
 """Block records, pipeline timelines and peak memory in a child process (notebook 05's helpers)."""
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,8 +9,8 @@ import tensorflow as tf
 
 from helpers.peak_memory import MemoryRun, peak_training_memory
 from helpers.standins import make_digits
-from helpers.tfrecord import ShardError, write_shards
-from helpers.tfrecord.blocks import block_file_name, read_block_index, read_blocks, write_blocks
+from helpers.tfrecord import FeatureSpec, ShardError, write_shards
+from helpers.tfrecord.blocks import block_file_name, parse_block_fn, read_block_index, read_blocks, write_blocks
 from helpers.timeline import STEP, WAIT, record_timeline, start_spans, traced_map
 
 
@@ -61,19 +62,20 @@ def test_a_batch_draws_from_several_blocks_when_mixing(tmp_path):
 
 
 def test_missing_truncated_and_renamed_block_files_are_named(blocks):
-    victim = blocks / block_file_name("train", 1, 3)
+    victim = read_block_index(blocks, "train").files[1]
+    assert victim.name == block_file_name("train", 1, 3, read_block_index(blocks, "train").generation)
     data = victim.read_bytes()
     victim.write_bytes(data[:-10])
-    with pytest.raises(ShardError, match=r"train-00001-of-00003\.blocks\.tfrecord is .* bytes"):
+    with pytest.raises(ShardError, match=r"train-00001-of-00003-[0-9a-f]{8}\.blocks\.tfrecord is .* bytes"):
         read_blocks(blocks, "train")
     victim.unlink()
-    with pytest.raises(ShardError, match=r"train-00001-of-00003\.blocks\.tfrecord is missing"):
+    with pytest.raises(ShardError, match=r"train-00001-of-00003-[0-9a-f]{8}\.blocks\.tfrecord is missing"):
         read_blocks(blocks, "train")
     index = blocks / "train.blocks.json"
     doc = json.loads(index.read_text())
     doc["shards"][0]["file"] = "../../etc/passwd"
     index.write_text(json.dumps(doc))
-    with pytest.raises(ShardError, match="not 'train-00000-of-00003"):
+    with pytest.raises(ShardError, match="not 'train-00000-of-00003-"):
         read_block_index(blocks, "train")
     with pytest.raises(ShardError, match="write_blocks"):
         read_blocks(blocks, "nothing-here")
@@ -84,10 +86,10 @@ def test_missing_truncated_and_renamed_block_files_are_named(blocks):
 
 
 def test_block_writer_rejects_bad_labels_and_leaves_no_temporary_files(tmp_path):
-    from helpers.datasets import DatasetFileError
-
-    with pytest.raises(DatasetFileError):
-        write_blocks(np.zeros((10, 2, 2), np.uint8), np.full(10, 12), tmp_path, "bad", num_shards=2)
+    with pytest.raises(ValueError, match="label -1 at position 0"):
+        write_blocks(np.zeros((10, 2, 2), np.uint8), np.full(10, -1), tmp_path, "bad", num_shards=2)
+    with pytest.raises(ValueError, match="label 12 at position 0 is outside 0 to 9"):
+        write_blocks(np.zeros((10, 2, 2), np.uint8), np.full(10, 12), tmp_path, "bad", num_shards=2, num_classes=10)
     with pytest.raises(ValueError, match="10 images but 9 labels"):
         write_blocks(np.zeros((10, 2, 2), np.uint8), np.zeros(9, int), tmp_path, "bad", num_shards=2)
     assert not list(tmp_path.glob("*.partial"))
@@ -98,8 +100,16 @@ def test_a_wrong_image_spec_fails_instead_of_cutting_images_wrongly(blocks):
     doc = json.loads(index.read_text())
     doc["spec"]["image"]["shape"] = [28, 27]
     index.write_text(json.dumps(doc))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="does not hold one uint8"):
-        list(read_blocks(blocks, "train"))
+    with pytest.raises(ShardError, match=r"holds uint8 \(28, 28\) images, but train\.blocks\.json says uint8 \(28, 27\)"):
+        read_blocks(blocks, "train")
+    # The parse checks every block too, before it cuts the bytes into images.
+    record = next(iter(tf.data.TFRecordDataset(str(read_block_index_files(blocks)[0]))))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"does not hold uint8 \(28, 27\) images"):
+        parse_block_fn(FeatureSpec((28, 27), "uint8"))(record)
+
+
+def read_block_index_files(directory):
+    return sorted(Path(directory).glob("train-*.blocks.tfrecord"))
 
 
 # ---------------------------------------------------------------- timelines

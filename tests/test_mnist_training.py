@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_verify_names_a_shard_whose_bytes_changed(tmp_path):
     data[-20] ^= 0xFF  # deep in the last record: the first-record check cannot see it
     path.write_bytes(bytes(data))
     T.read_split(tmp_path, "train", 64)  # size and first record are fine
-    with pytest.raises(T.ShardError, match=f"{path}: checksum differs"):
+    with pytest.raises(T.ShardError, match=rf"{re.escape(str(path))}: .*checksum"):
         T.read_split(tmp_path, "train", 64, verify=True)
 
 

@@ -34,7 +34,7 @@ def test_interrupted_export_resumes_and_skips_what_is_complete(tmp_path, monkeyp
 
     def dies_after_eight(path, data):
         if calls["n"] == 8:
-            (path.parent / f"{path.name}.dead.partial").write_bytes(data[:50])  # as if killed mid-write
+            (path.parent / f"{path.name}.deadbeef.partial").write_bytes(data[:50])  # as if killed mid-write
             raise KeyboardInterrupt
         calls["n"] += 1
         real_write(path, data)

@@ -125,10 +125,15 @@ def test_a_failed_beam_conversion_leaves_no_shards(tmp_path):
     images = tmp_path / "images.npy"
     labels = tmp_path / "labels.npy"
     np.save(images, np.zeros((10, 2, 2), np.uint8))
-    labels.write_bytes(b"not a numpy file")
+    np.save(labels, np.zeros(10, np.int64))
+    # A job that fails inside Beam (here: a runner that does not exist) leaves nothing behind.
     with pytest.raises(RuntimeError, match="Beam conversion failed"):
-        convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2)
+        convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2, beam_args=["--runner=NoSuchRunner"])
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+    # A source that is not an array is refused by name before any job starts.
+    labels.write_bytes(b"not a numpy file")
+    with pytest.raises(ValueError, match="labels.npy is not a .npy array"):
+        convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2)
 
 
 def test_records_digest_ignores_order_and_file_boundaries(tmp_path):

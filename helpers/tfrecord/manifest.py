@@ -120,6 +120,11 @@ def _split_from_json(name: str, entry: dict) -> SplitManifest:
             raise ValueError(f"shard {index} of split {name!r} is called {info.file!r}, but must be {expected!r}")
         if not (_is_count(info.records) and _is_count(info.bytes) and isinstance(info.sha256, str)):
             raise ValueError(f"shard {info.file}: records, bytes and sha256 are malformed")
+    if split.complete:
+        written = [info.records for info in split.shards]
+        if len(written) != split.num_shards or sum(written) != split.total_records:
+            raise ValueError(f"split {name!r} says total_records={split.total_records:,} in {split.num_shards} shards, "
+                             f"but its {len(written)} shards list {sum(written):,} records")
     return split
 
 
@@ -138,7 +143,7 @@ def load_manifest(directory: str | Path) -> dict[str, SplitManifest]:
         if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
             raise ValueError("it has no 'splits' object")
         return {name: _split_from_json(name, entry) for name, entry in raw["splits"].items()}
-    except (ValueError, KeyError, TypeError, AttributeError, ShardError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, ShardError) as e:
         raise ShardError(
             f"{path} is not a valid shard manifest ({type(e).__name__}: {e}). Delete it and the shards beside it "
             f"and write them again with write_shards()."

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from helpers.files import is_regular_file, sha256_of
+from helpers.files import is_regular_file
 from helpers.tfrecord.check import TF_READ_ERRORS, short_tf_error, verify_shards
 from helpers.tfrecord.format import ShardError, parse_batch_fn, parse_example_fn, png_header
 from helpers.tfrecord.manifest import SplitManifest, manifest_path, read_manifest
@@ -77,6 +77,34 @@ def check_shard_files(directory: str | Path, manifest: SplitManifest) -> None:
         )
 
 
+def exact_length(ds: tf.data.Dataset, n: int, source: str) -> tf.data.Dataset:
+    """`ds` with its length `n` known to tf.data and Keras, as `assert_cardinality(n)` gives, but ending.
+
+    `assert_cardinality` raises again on every call once its input ends early, so a learner's
+    `.ignore_errors()` after it (TensorFlow's documented way to skip bad records) would never end.
+    Here each element is paired with a counter that stops at `n`; should `ds` end early, what follows
+    it are errors that say so, one per missing element, so a plain loop gets a clear error and an
+    `.ignore_errors()` loop ends after `n` tries with the elements that could be read.
+    Introduced in notebooks/02_tfrecord_conversion.ipynb.
+
+    >>> len(exact_length(tf.data.Dataset.range(3), 3, "three numbers"))
+    3
+    """
+    message = (f"{source} ended before the {n:,} elements its manifest or index promises: a file holds fewer "
+               f"records than it says, or a damaged record was skipped. verify_shards() names the file; "
+               f"read_split(..., skip_damaged=True) reads what is readable and counts what was lost.")
+
+    def placeholder(spec):
+        return tf.zeros([0 if d is None else d for d in spec.shape.as_list()], spec.dtype)
+
+    def too_few(_):
+        with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
+            return tf.nest.map_structure(lambda spec: tf.identity(placeholder(spec)), ds.element_spec)
+
+    errors = tf.data.Dataset.from_tensors(0).repeat().map(too_few)
+    return tf.data.Dataset.zip((tf.data.Dataset.range(n), ds.concatenate(errors))).map(lambda _, element: element)
+
+
 def _readable_records(directory: Path, split: str, manifest: SplitManifest) -> tuple[list[str], list[int]]:
     """Files and how many records of each can be read, after a full check; warns about what is lost."""
     reports = verify_shards(directory, split)
@@ -118,12 +146,16 @@ def read_split(
     records mixes them further. (Without it, records come in file order.)
 
     Damage that keeps a file's size (a flipped byte) shows up while reading, as TensorFlow's
-    `DataLossError`, unless `verify=True`, which compares every shard's SHA-256 with the manifest
-    first (one extra read of the data) and names a changed file before training starts. With `skip_damaged=True` every shard is read once first (`verify_shards`);
+    `DataLossError`, unless `verify=True`, which reads every shard once first (`verify_shards`:
+    framing and CRCs, the record count against the manifest, the SHA-256 against the manifest)
+    and names each bad file before training starts. What `verify` does not cover: it checks once,
+    when the dataset is made; a file replaced afterwards (between epochs, say) is read as it then
+    is, and only damage inside a record is still caught, by its CRC, as `DataLossError`.
+    With `skip_damaged=True` every shard is read once first (`verify_shards`);
     the pipeline then reads only the records before each file's first damaged one, ends
-    normally, and a `DamagedShardsWarning` says how many records were lost and where. Do not
-    add `.ignore_errors()` to this dataset: with a known cardinality, a damaged file makes it
-    retry forever.
+    normally, and a `DamagedShardsWarning` says how many records were lost and where. TensorFlow's
+    own `.ignore_errors()` also ends, with the records it could read, but says nothing of what it
+    dropped: prefer `skip_damaged=True`.
     Introduced in notebooks/02_tfrecord_conversion.ipynb.
     """
     directory = Path(directory)
@@ -135,11 +167,10 @@ def read_split(
     else:
         check_shard_files(directory, manifest)
         if verify:
-            for info in manifest.shards:
-                if sha256_of(directory / info.file) != info.sha256:
-                    raise ShardError(f"{directory / info.file}: checksum differs from the manifest: the file changed "
-                                     f"after it was written. verify_shards() shows where; re-create it with the same "
-                                     f"write_shards() call.")
+            bad = [report for report in verify_shards(directory, split) if not report.ok]
+            if bad:
+                raise ShardError("; ".join(f"{report.file}: {report.problem}" for report in bad)
+                                 + ". Re-create the damaged shards with the same write_shards() call.")
         files, counts = manifest.files(directory), [s.records for s in manifest.shards]
     shuffle = shuffle_buffer > 0
     pairs = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
@@ -150,11 +181,14 @@ def read_split(
                           deterministic=None if parallel_reads is None else not shuffle)
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(sum(counts)))
+    total = sum(counts)
     if batch_size is None:
-        return ds.map(parse_example_fn(manifest.encoding, manifest.spec, source), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(parse_example_fn(manifest.encoding, manifest.spec, source), num_parallel_calls=tf.data.AUTOTUNE)
+        return exact_length(ds, total, source)
     if vectorized:
-        return ds.batch(batch_size).map(parse_batch_fn(manifest.encoding, manifest.spec, source),
-                                        num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.map(parse_example_fn(manifest.encoding, manifest.spec, source),
-                  num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)
+        ds = ds.batch(batch_size).map(parse_batch_fn(manifest.encoding, manifest.spec, source),
+                                      num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = ds.map(parse_example_fn(manifest.encoding, manifest.spec, source),
+                    num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)
+    return exact_length(ds, -(-total // batch_size), source)   # the length is counted in batches

@@ -8,6 +8,7 @@ import contextlib
 import errno
 import hashlib
 import itertools
+import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -15,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from helpers.files import FileLock, LockHeldError, sha256_of, write_then_rename
+from helpers.files import FileLock, LockHeldError, sha256_of, stale_temporaries, write_then_rename
 from helpers.tfrecord.format import ENCODINGS, FeatureSpec, ShardError, make_encoder, record_checker
 from helpers.tfrecord.manifest import (COMPRESSIONS, ShardInfo, SplitManifest, check_split_name, load_manifest,
                                        manifest_path, save_split, shard_name)
@@ -179,8 +180,8 @@ def write_shards(
                         and sha256_of(path) == info.sha256):
                     done[info.file] = info
         if not_writable is None:
-            for stale in directory.glob(f"{split}-*.tfrecord.*.partial"):
-                stale.unlink()  # left by a run that was killed mid-shard; we hold the split's lock
+            for stale in stale_temporaries(directory, rf"{re.escape(split)}-\d{{5}}-of-\d{{5}}\.tfrecord"):
+                stale.unlink()  # left by a run of this split killed mid-shard; we hold the split's lock
 
         def ended(shard_index: int, count: int) -> ShardError:
             got = sum(shard_sizes(total, num_shards)[:shard_index]) + count
