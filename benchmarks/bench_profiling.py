@@ -90,7 +90,7 @@ def memory(workdir: Path, x: np.ndarray, y: np.ndarray, base: int, rounds: int) 
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds, base, memory_rounds = (6_000, 3, 4_000, 1) if quick else (60_000, 8, 200_000, 6)
+    n, rounds, base, memory_rounds = (4_000, 3, 2_000, 1) if quick else (60_000, 8, 200_000, 6)
     x, y = make_digits(min(n, 20_000), seed=0)
     picked = np.arange(n) % len(x)
     x, y = x[picked], y[picked]

@@ -48,8 +48,8 @@ def article_writer(x: np.ndarray, y: np.ndarray, filename: str) -> None:
 
 
 def run(quick: bool) -> list[Result]:
-    n = 5_000 if quick else 60_000
-    rounds = 3 if quick else 8
+    n = 3_000 if quick else 60_000
+    rounds = 2 if quick else 8
     x, y = make_digits(n, seed=0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-tfrecord-"))
     try:

@@ -86,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with stderr_to_devnull():  # TensorFlow's load-time log lines, which ignore TF_CPP_MIN_LOG_LEVEL
             module = importlib.import_module(f"benchmarks.{name}")
-        print(f"running {name} ({'quick' if args.quick else 'full'})…", file=sys.stderr)
+        print(f"running {name} ({'quick' if args.quick else 'full'})…", file=sys.stderr, end=" ", flush=True)
+        module_started = time.perf_counter()
         results.extend(module.run(quick=args.quick))
+        print(f"{time.perf_counter() - module_started:.0f} s", file=sys.stderr)
     elapsed = time.perf_counter() - started
 
     if args.json:

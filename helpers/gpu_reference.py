@@ -8,6 +8,10 @@ series' own: the older article's 784-512-10 MNIST MLP and its CIFAR-10 convoluti
 autoencoder (`helpers.autoencoder.article_autoencoder`). On the PyTorch backend the same GPU
 ran 4-10x slower for these small models (per-step overhead, not the GPU).
 
+To measure them again on any machine with a GPU (one command, Keras 3 on any backend, no TensorFlow
+needed): `KERAS_BACKEND=jax python -m tools.gpu_appetite`. The script (`tools/gpu_appetite.py`) follows
+the method above and prints the `GpuFigure` lines to paste here; `--quick` only checks it on a CPU.
+
 These numbers are a reference, not a promise: a notebook run on a GPU measures its own GPU.
 
 Introduced in notebooks/03_pydataset_autoencoder.ipynb.

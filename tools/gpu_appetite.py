@@ -53,22 +53,31 @@ def device_name() -> str:
     return "unknown"
 
 
-def measure(model_name: str, batch_size: int, n: int, epochs: int) -> dict:
+def model_and_data(model_name: str, n: int):
+    """The series' model, compiled, and `n` random in-memory samples of its input (and targets)."""
     import keras
 
     from helpers.autoencoder import article_autoencoder
-    from helpers.measure import EpochClock
     from helpers.mlp import article_mlp
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     if model_name == "mnist_mlp":
-        model = article_mlp(uint8_input=False)
-        x, y = rng.random((n, 28, 28), dtype=np.float32), rng.integers(0, 10, n)
-    else:
-        model = article_autoencoder()
-        x = rng.random((n, 32, 32, 3), dtype=np.float32)
-        y = x
+        return article_mlp(uint8_input=False), rng.random((n, 28, 28), dtype=np.float32), rng.integers(0, 10, n)
+    x = rng.random((n, 32, 32, 3), dtype=np.float32)
+    return article_autoencoder(), x, x
+
+
+def measure(model, x, y, model_name: str, batch_size: int, epochs: int) -> dict:
+    """Train `epochs` epochs at `batch_size`; the median rate of epochs 2 to the last, with their range.
+
+    The same model serves every batch size (its speed does not depend on its weights); the first
+    epoch at each batch size is left out, as it may trace or compile for that size."""
+    import keras
+
+    from helpers.measure import EpochClock
+
+    n = len(x)
     clock, rates = EpochClock(), []
 
     class Record(keras.callbacks.Callback):
@@ -91,13 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs must be at least 2: the first epoch compiles and is left out")
     import keras
 
-    sizes = {"mnist_mlp": 2_048 if args.quick else 60_000, "cifar_autoencoder": 512 if args.quick else 50_000}
+    sizes = {"mnist_mlp": 2_048 if args.quick else 60_000, "cifar_autoencoder": 256 if args.quick else 50_000}
     batches = {name: (b[:2] if args.quick else b) for name, b in BATCH_SIZES.items()}
     figures = []
     for name, batch_sizes in batches.items():
+        model, x, y = model_and_data(name, sizes[name])
         for batch_size in batch_sizes:
             print(f"measuring {name} at batch {batch_size}…", file=sys.stderr)
-            figures.append(measure(name, batch_size, sizes[name], args.epochs))
+            figures.append(measure(model, x, y, name, batch_size, args.epochs))
     report = {"device": device_name(), "backend": keras.backend.backend(), "keras": keras.__version__,
               "python": platform.python_version(), "quick": args.quick, "figures": figures}
     if args.json:
