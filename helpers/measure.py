@@ -153,17 +153,21 @@ class Samples:
         return Samples([1.0 / v for v in self.values], self.confidence)
 
     def describe(self, fmt: str = ".2f", unit: str = "") -> str:
-        """The median with its interval and the confidence it really has, e.g. "1.02× (95 % CI 0.98–1.05,
+        """The median with its interval and the confidence it really has, e.g. "1.02× (95% CI 0.98–1.05,
         8 rounds; range 0.91–1.10)", or, with fewer than 6 rounds, "1.02× (range 0.98–1.05 over 3
-        rounds: a 75 % interval of the median)"."""
+        rounds, ≈75% confidence; 6 or more rounds give 95%)"."""
+        return f"{self.median:{fmt}}{unit} ({self.interval_text(fmt)})"
+
+    def interval_text(self, fmt: str = ".2f") -> str:
+        """What `describe` puts in brackets: the interval, its confidence, the rounds and the range."""
         low, high = self.interval
         if not self.enough:
-            return (f"{self.median:{fmt}}{unit} (range {low:{fmt}}–{high:{fmt}} over {self.n} rounds: "
-                    f"a {self.coverage:.0%} interval of the median)")
-        text = f"{self.median:{fmt}}{unit} ({self.confidence:.0%} CI {low:{fmt}}–{high:{fmt}}, {self.n} rounds"
+            return (f"range {low:{fmt}}–{high:{fmt}} over {self.n} rounds, ≈{self.coverage:.0%} confidence; "
+                    f"6 or more rounds give {self.confidence:.0%}")
+        text = f"{self.confidence:.0%} CI {low:{fmt}}–{high:{fmt}}, {self.n} rounds"
         if (low, high) != (self.low, self.high):
             text += f"; range {self.low:{fmt}}–{self.high:{fmt}}"
-        return text + ")"
+        return text
 
     def __str__(self) -> str:
         return self.describe()

@@ -41,7 +41,7 @@ class Diagnosis:
 
     @property
     def verdict(self) -> str:
-        """The profiler's verdict on the median waiting share."""
+        """The profiler's verdict on the median waiting share (`str` says when the interval crosses a line)."""
         share = self.waiting_share.median
         if share < NOT_INPUT_BOUND:
             return "not input-bound"
@@ -59,9 +59,14 @@ class Diagnosis:
 
     def __str__(self) -> str:
         text = (f"{self.verdict}: {self.waiting_share.median:.0%} of each step waits for input "
-                f"({self.waiting_share.describe('.0%').split(' (', 1)[1]}. Pipeline alone "
+                f"({self.waiting_share.interval_text('.0%')}). Pipeline alone "
                 f"{self.pipeline_alone.median:,.0f} samples/s, model alone {self.model_alone.median:,.0f}, together "
                 f"{self.together.median:,.0f} (headroom {self.headroom.median:.1f}×).")
+        low, high = self.waiting_share.interval
+        crossed = [f"{line:.0%}" for line in (NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND) if low < line <= high]
+        if crossed:
+            text += (f" The interval crosses the profiler's {' and '.join(crossed)} line: the verdict, taken from "
+                     f"the median, is not firm.")
         if self.feeds_gpu == "no measurable margin":
             text += f" Its interval holds the {self.gpu_appetite:,.0f} samples/s a GPU trains: no measurable margin."
         elif self.feeds_gpu:

@@ -16,7 +16,7 @@ EXPECTED_KEYS = {
     "cold_read_slowdown", "gpu_headroom_ae", "gpu_headroom_ae_png",
     "stream_vs_memory_fit_bs256", "stream_vs_memory_fit_bs32", "seed_vs_memory_fit_bs256", "memory_vs_memory_fit_bs256",
     "gpu_headroom_mnist_bs256", "gpu_headroom_mnist_bs256_blocks", "notebook04_vs_memory_fit_bs256",
-    "mlp_pipeline_vs_gpu_bs1024", "mlp_pipeline_vs_gpu_bs1024_60k", "ae_pipeline_vs_gpu_bs256",
+    "mlp_pipeline_vs_gpu_bs1024", "mlp_pipeline_vs_gpu_bs1024_small_split", "ae_pipeline_vs_gpu_bs256",
     "optimized_vs_naive_pipeline", "stream_peak_rss_growth_5x", "stream_vs_memory_peak_rss_5x",
 }
 

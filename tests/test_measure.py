@@ -29,7 +29,7 @@ def test_too_few_samples_give_the_whole_range_at_the_confidence_they_really_have
     assert k == 1 and coverage == pytest.approx(1 - 2 / 32)
     samples = Samples([1.0, 2.0, 3.0])
     assert samples.interval == (1.0, 3.0) and not samples.enough
-    assert "a 75% interval" in samples.describe()
+    assert "over 3 rounds, ≈75% confidence" in samples.describe()
 
 
 def test_goals_are_judged_on_the_unfavourable_bound_of_the_interval():
