@@ -16,7 +16,7 @@ Keys (training throughput, disk / memory, batch 100):
 - memmap_vs_memory_ae: `PyDataset` over a memory-mapped uint8 .npy file
 - pydataset_png_vs_memory_ae: a plain `PyDataset` reading PNG files with PIL, one worker (shows what decoding costs)
 - cold_read_slowdown: reading the shards just after dropping them from the page cache / reading them
-  cached, the drop itself not timed: its interval's lower bound above `helpers.page_cache.REACHED_DISK`
+  cached, the drop itself not timed: its interval's lower bound above `helpers.measure.page_cache.REACHED_DISK`
   shows the cold rows really read the disk here
 
 Keys (GPU headroom: the pipeline alone, no model, every batch decoded and ready as `fit` gets it,
@@ -28,7 +28,7 @@ divided by the model's in-memory training throughput on this machine, batch 32):
 Key (against the reference GPU, not this CPU):
 - ae_pipeline_vs_gpu_bs256: the recommended pipeline alone at batch 256, over 50,000 images (CIFAR-10's
   training set size), / the images/s the reference H200 trains the autoencoder at batch 256
-  (`helpers.gpu_reference`; goal ≥ 1.0). Each epoch's start-up is counted in the rate.
+  (`helpers.measure.gpu_reference`; goal ≥ 1.0). Each epoch's start-up is counted in the rate.
 
 "Memory" is `model.fit(x, x)` on float32 arrays already in RAM. Unless a row says cold, files
 were written moments before and are read from the page cache: that is RAM speed, and a real
@@ -48,16 +48,14 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.run import Result
-from helpers.autoencoder import article_autoencoder
-from helpers.gpu_reference import gpu_appetite
+from helpers.lessons.pydataset_autoencoder import (ArrayImageBatches, PngFolderBatches, article_autoencoder,
+                                                   export_packed_uint8, tf_dataset_from_png_folder)
+from helpers.measure.gpu_reference import gpu_appetite
 from helpers.measure import alternate, fit_epoch, pipeline_epoch
-from helpers.packed import export_packed_uint8
-from helpers.page_cache import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
-from helpers.png_folder import export_png_folder
-from helpers.png_pipeline import tf_dataset_from_png_folder
-from helpers.pydatasets import ArrayImageBatches, PngFolderBatches
-from helpers.standins import make_cifar_like
-from helpers.tfrecord import read_split, write_shards
+from helpers.measure.page_cache import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
+from helpers.storage.png_folder import export_png_folder
+from helpers.data.standins import make_cifar_like
+from helpers.storage.tfrecord import read_split, write_shards
 
 BATCH_SIZE = 100
 HEADROOM_BATCH_SIZE = 32

@@ -3,7 +3,8 @@ streaming pipelines could feed a GPU (notebooks 04 and 05).
 
 The recommended streaming pipeline for the MLP is named here, before anything is measured:
 **block records** (notebook 05: 256 images per record, shuffled files, 4 read at once, shuffled
-blocks, images mixed 8 blocks at a time, prefetch), read with `helpers.tfrecord.blocks.read_blocks`.
+blocks, images mixed 8 blocks at a time, prefetch), read with notebook 05's `read_blocks`
+(`helpers.lessons.pipeline_profiling`).
 
 All sides run in one alternation (`helpers.measure.alternate`: every side once per round, the
 order reversed every other round), each with a model of its own; files are page-cached. Rates are
@@ -32,7 +33,7 @@ training throughput here, batch 256):
 Keys (against the reference GPU, not this CPU):
 - mlp_pipeline_vs_gpu_bs1024: the recommended pipeline alone at batch 1024, over a split of
   300,000 images (5 times MNIST's training set: a dataset larger than MNIST, as the series' data
-  is), / the samples/s the reference H200 trains this MLP at batch 1024 (`helpers.gpu_reference`;
+  is), / the samples/s the reference H200 trains this MLP at batch 1024 (`helpers.measure.gpu_reference`;
   goal ≥ 1.0: these 2 cores could feed it). Each epoch's start-up (creating the iterator, opening
   files, filling the block shuffle buffer: about 60-80 ms here) is counted in the rate.
 - mlp_pipeline_vs_gpu_bs1024_small_split: the same over the training comparisons' split (30,000 images),
@@ -53,12 +54,12 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.run import Result
-from helpers.gpu_reference import gpu_appetite
+from helpers.measure.gpu_reference import gpu_appetite
 from helpers.measure import alternate, fit_epoch, pipeline_epoch
-from helpers.mlp import article_mlp
-from helpers.standins import make_digits
-from helpers.tfrecord import read_split, write_shards
-from helpers.tfrecord.blocks import read_blocks, write_blocks
+from helpers.lessons.tfdata_mnist import article_mlp
+from helpers.data.standins import make_digits
+from helpers.storage.tfrecord import read_split, write_shards
+from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 
 SHUFFLE_BUFFER = 10_000
 

@@ -34,11 +34,11 @@ import tensorflow as tf
 
 from benchmarks.bench_mnist import seed_pipeline
 from benchmarks.run import Result
-from helpers.peak_memory import peak_training_memory
+from helpers.measure.peak_memory import peak_training_memory
 from helpers.measure import Samples, alternate, pipeline_epoch
-from helpers.standins import make_digits
-from helpers.tfrecord import write_shards
-from helpers.tfrecord.blocks import read_blocks, write_blocks
+from helpers.data.standins import make_digits
+from helpers.storage.tfrecord import write_shards
+from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 
 
 def optimized_vs_naive(workdir: Path, x: np.ndarray, y: np.ndarray, rounds: int) -> Result:

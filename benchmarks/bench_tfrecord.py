@@ -22,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.run import Result
-from helpers.standins import make_digits
-from helpers.tfrecord import read_split, write_shards
+from helpers.data.standins import make_digits
+from helpers.storage.tfrecord import read_split, write_shards
 from helpers.measure import Samples, alternate, timed
 
 

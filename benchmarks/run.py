@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from helpers.measure import Samples
-from helpers.notebook_setup import stderr_to_devnull
+from helpers.setup.notebook import stderr_to_devnull
 
 
 @dataclass

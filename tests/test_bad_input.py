@@ -24,15 +24,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import datasets
-from helpers import png_folder as P
-from helpers import tfrecord as T
-from helpers.config import data_dir
-from helpers.datasets import DatasetFileError
-from helpers.png_folder import PngFolderError
-from helpers.png_pipeline import tf_dataset_from_png_folder
-from helpers.pydatasets import PngFolderBatches
-from helpers.tfrecord import FeatureSpec, ShardError
+from helpers.data import datasets
+from helpers.lessons.pydataset_autoencoder import PngFolderBatches, tf_dataset_from_png_folder
+from helpers.storage import png_folder as P
+from helpers.storage import tfrecord as T
+from helpers.setup.config import data_dir
+from helpers.data.datasets import DatasetFileError
+from helpers.storage.png_folder import PngFolderError
+from helpers.storage.tfrecord import FeatureSpec, ShardError
 from tests.conftest import write_small_cifar_folder, write_small_mnist_npz
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -342,7 +341,7 @@ def test_nothing_is_written_outside_the_folder_for_a_bad_split_name(tmp_path):
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from helpers.tfrecord import write_shards
+    from helpers.storage.tfrecord import write_shards
 
     out, split, value = sys.argv[1], sys.argv[2], int(sys.argv[3])
     images = np.full((120, 4, 4), value, np.uint8)
@@ -372,7 +371,7 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import numpy as np
-    from helpers.tfrecord import write_shards
+    from helpers.storage.tfrecord import write_shards
 
     out, marker = sys.argv[1], Path(sys.argv[2])
 

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import tfrecord as T
-from helpers.tfrecord import ShardError
-from helpers.tfrecord.blocks import read_block_index, read_blocks, write_blocks
+from helpers.storage import tfrecord as T
+from helpers.storage.tfrecord import ShardError
+from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+from helpers.storage.blocks import read_block_index
 from tests.test_bad_input import edit_manifest, finishes_within, small_split
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +57,7 @@ def test_a_rewrite_of_a_block_split_killed_after_its_first_file_reads_back_the_o
             if len(renamed) == 1:
                 os.kill(os.getpid(), signal.SIGKILL)   # kill -9 right after the first new file is in place
         os.replace = replace_then_die
-        from helpers.tfrecord.blocks import write_blocks
+        from helpers.lessons.pipeline_profiling import write_blocks
         write_blocks(np.full((600, 4, 4), 2, np.uint8), np.arange(600) % 10, {str(tmp_path)!r}, "train",
                      num_shards=3, block_size=50)
     """)
@@ -192,7 +193,7 @@ def test_a_writer_removes_only_its_own_temporary_files(tmp_path):
 
 
 def test_overwriting_one_png_export_keeps_an_export_whose_prefix_starts_the_same(tmp_path):
-    from helpers.png_folder import check_png_folder, export_png_folder
+    from helpers.storage.png_folder import check_png_folder, export_png_folder
 
     big = np.zeros((4, 32, 32, 3), np.uint8)
     export_png_folder(big, [1, 2, 3, 4], tmp_path, "tr_big", progress=False)
@@ -213,7 +214,7 @@ def test_overwriting_one_png_export_keeps_an_export_whose_prefix_starts_the_same
     (np.arange(3), "holds 5 images but .* 3 labels"),
 ])
 def test_the_beam_conversion_refuses_bad_labels_before_it_starts(tmp_path, labels, message):
-    from helpers.beam_convert import convert_with_beam
+    from helpers.scale.beam import convert_with_beam
 
     np.save(tmp_path / "images.npy", np.zeros((5, 2, 2), np.uint8))
     np.save(tmp_path / "labels.npy", labels)
@@ -229,12 +230,12 @@ def test_the_beam_conversion_refuses_bad_labels_before_it_starts(tmp_path, label
 def test_a_child_whose_parent_dies_before_it_starts_watching_exits(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import subprocess, sys, time
-        from helpers.processes import child_environment
+        from helpers.scale.processes import child_environment
         child = subprocess.Popen([sys.executable, "-c",
             "import time; time.sleep(1.0)\\n"                 # a slow start: TensorFlow still importing
-            "from helpers.processes import exit_with_parent\\n"
+            "from helpers.scale.processes import exit_with_parent\\n"
             "exit_with_parent()\\n"
-            "time.sleep(60)"], env=child_environment())
+            "time.sleep(60)"], env=child_environment(gpu=False))
         print(child.pid, flush=True)
         time.sleep(60)
     """)], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -258,14 +259,14 @@ def _running(pid: int) -> bool:
 def test_a_child_started_from_a_thread_survives_the_thread(tmp_path):
     # The parent-death signal follows the thread that started a child; a cluster started from a
     # worker thread must not lose its children when that thread ends.
-    from helpers.processes import ChildProcesses
+    from helpers.scale.processes import ChildProcesses
 
     import threading
 
     children = ChildProcesses()
     started = threading.Thread(target=lambda: children.start("sleeper", ["-c", textwrap.dedent("""
         import time
-        from helpers.processes import READY, exit_with_parent
+        from helpers.scale.processes import READY, exit_with_parent
         exit_with_parent()
         print(READY, flush=True)
         time.sleep(60)
@@ -282,7 +283,7 @@ def test_a_child_started_from_a_thread_survives_the_thread(tmp_path):
 
 @pytest.mark.parametrize("budget", [-5, 0, math.nan, math.inf, True, "1280"])
 def test_a_budget_that_is_no_limit_is_refused(tmp_path, budget):
-    from helpers.peak_memory import peak_training_memory
+    from helpers.measure.peak_memory import peak_training_memory
 
     small_split(tmp_path)
     with pytest.raises(ValueError, match="budget_mib must be a finite number of MiB above 0"):
@@ -290,7 +291,7 @@ def test_a_budget_that_is_no_limit_is_refused(tmp_path, budget):
 
 
 def test_a_budget_below_tensorflows_own_size_is_reported_not_raised(tmp_path):
-    from helpers.peak_memory import peak_training_memory
+    from helpers.measure.peak_memory import peak_training_memory
 
     small_split(tmp_path)
     run = peak_training_memory("stream", tmp_path, "train", budget_mib=64)
@@ -309,7 +310,7 @@ def test_a_fifo_in_keras_cache_does_not_hang_the_loader(tmp_path):
         os.environ["KERAS_HOME"] = {str(tmp_path / "keras-home")!r}
         os.environ["TUTORIAL_DATA_DIR"] = {str(tmp_path / "data")!r}
         os.environ["TUTORIAL_QUICK"] = "1"
-        from helpers.datasets import load_mnist, source_of
+        from helpers.data.datasets import load_mnist, source_of
         (x, y), _ = load_mnist()
         print(source_of("mnist"), len(x))
     """, timeout=60)
@@ -321,7 +322,7 @@ def test_a_fifo_in_keras_cache_does_not_hang_the_loader(tmp_path):
 
 
 def test_the_data_service_says_it_listens_on_every_interface_and_it_does(capsys):
-    from helpers.data_service import DataServiceCluster
+    from helpers.scale.data_service import DataServiceCluster
 
     with DataServiceCluster(workers=1) as cluster:
         pids = [p.pid for p in cluster.children.processes.values()]
@@ -357,9 +358,9 @@ def test_a_taken_port_is_named_as_taken():
         port = s.getsockname()[1]
         done = run_python(f"""
             import sys
-            sys.argv = ["helpers.data_service", "dispatcher", "--port", "{port}"]
+            sys.argv = ["helpers.scale.data_service", "dispatcher", "--port", "{port}"]
             import runpy
-            runpy.run_module("helpers.data_service", run_name="__main__")
+            runpy.run_module("helpers.scale.data_service", run_name="__main__")
         """, timeout=60)
     assert done.returncode != 0 and f"port {port}: another process is using it" in done.stderr
 
@@ -382,7 +383,7 @@ def test_ignore_errors_after_read_split_ends_with_the_readable_records(tmp_path)
 
 
 def test_a_dataset_that_ends_before_its_length_says_so_and_ignore_errors_ends():
-    from helpers.tfrecord.read import exact_length
+    from helpers.storage.tfrecord.read import exact_length
 
     three_of_five = exact_length(tf.data.Dataset.range(3), 5, "a test split")
     assert int(three_of_five.cardinality()) == 5            # known to Keras, as assert_cardinality gives
@@ -400,7 +401,7 @@ def test_a_dataset_that_ends_before_its_length_says_so_and_ignore_errors_ends():
 @pytest.mark.parametrize("kind, words", [("dangling", "a broken symlink"), ("loop", "a symlink loop"),
                                          ("file", "a file, not a folder"), ("unreachable", "cannot be created")])
 def test_a_data_folder_that_cannot_be_one_is_called_what_it_is(tmp_path, monkeypatch, kind, words):
-    from helpers.config import data_dir
+    from helpers.setup.config import data_dir
 
     target = tmp_path / "data"
     if kind == "dangling":

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.peak_memory import MemoryRun, peak_training_memory
-from helpers.standins import make_digits
-from helpers.tfrecord import FeatureSpec, ShardError, write_shards
-from helpers.tfrecord.blocks import block_file_name, parse_block_fn, read_block_index, read_blocks, write_blocks
-from helpers.timeline import STEP, WAIT, record_timeline, start_spans, traced_map
+from helpers.measure.peak_memory import MemoryRun, peak_training_memory
+from helpers.data.standins import make_digits
+from helpers.storage.tfrecord import FeatureSpec, ShardError, write_shards
+from helpers.lessons.pipeline_profiling import (STEP, WAIT, parse_block_fn, read_blocks, record_timeline, start_spans,
+                                                traced_map, write_blocks)
+from helpers.storage.blocks import block_file_name, read_block_index
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,7 @@ def test_plot_timeline_draws_one_bar_per_stage_per_batch():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from helpers.timeline import plot_timeline
+    from helpers.lessons.pipeline_profiling import plot_timeline
 
     ds = traced_map(start_spans(tf.data.Dataset.range(6).batch(2)), lambda x: x + 1, "add")
     timeline = record_timeline(ds)

@@ -4,9 +4,9 @@ import tarfile
 import numpy as np
 import pytest
 
-from helpers import datasets
-from helpers.files import sha256_of
-from helpers.datasets import DatasetFileError, DatasetUnavailableError, load_cifar10, load_mnist
+from helpers.data import datasets
+from helpers.storage.files import sha256_of
+from helpers.data.datasets import DatasetFileError, DatasetUnavailableError, load_cifar10, load_mnist
 from tests.conftest import write_small_cifar_folder, write_small_mnist_npz
 
 
@@ -72,7 +72,7 @@ def test_no_source_outside_quick_mode_gives_the_three_ways_out(data_dir, offline
     message = str(err.value)
     assert str(data_dir / "mnist.npz") in message
     assert "connect to the internet" in message
-    assert "python -m helpers.datasets download" in message
+    assert "python -m helpers.data.datasets download" in message
     assert "TUTORIAL_QUICK=1" in message
     assert "no network in this test" in message  # the downloader's reason is passed on
 

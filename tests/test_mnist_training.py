@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import tfrecord as T
-from helpers.mlp import article_mlp
+from helpers.storage import tfrecord as T
+from helpers.lessons.tfdata_mnist import article_mlp
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,8 +61,8 @@ TRAINER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     import keras
-    from helpers.mlp import article_mlp
-    from helpers.tfrecord import read_split
+    from helpers.lessons.tfdata_mnist import article_mlp
+    from helpers.storage.tfrecord import read_split
 
     shards, backup, log, marker, hang = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5] == "hang"
 

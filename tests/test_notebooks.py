@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from helpers.config import data_dir, quick_mode, repo_root
+from helpers.setup.config import data_dir, quick_mode, repo_root
 from tools import notebooks as nbtools
 
 NOTEBOOKS = nbtools.notebooks()
@@ -53,3 +53,37 @@ def test_quick_mode_and_data_dir_follow_the_environment(tmp_path, monkeypatch):
     assert not quick_mode()
     monkeypatch.setenv("TUTORIAL_DATA_DIR", str(tmp_path / "elsewhere"))
     assert data_dir() == tmp_path / "elsewhere" and data_dir().is_dir()
+
+
+def _cell(kind, source):
+    return {"cell_type": kind, "metadata": {}, "source": source.splitlines(keepends=True), "outputs": []}
+
+
+def test_every_lesson_module_is_what_its_notebook_saves():
+    assert nbtools.save_lessons(check=True) == [], "run `python -m tools.notebooks save`"
+
+
+def test_saved_cells_become_a_module_that_says_where_each_came_from():
+    from pathlib import Path
+
+    cells = [_cell("markdown", "# 09 · Demo\n"), _cell("markdown", "## 2. Squares\n"),
+             _cell("code", "#@save\ndef square(x):\n    return np.square(x)\n"),
+             _cell("code", "print(square(3))\n"),
+             _cell("code", "#@save\nSIZE = 3\n")]
+    source = nbtools.lesson_source(Path("notebooks/09_demo.ipynb"), cells)
+    assert source.startswith("# Generated from notebooks/09_demo.ipynb by `python -m tools.notebooks save`")
+    assert "2. Squares (cell 2)" in source and "(cell 4)" in source and "print(" not in source
+    assert "import numpy as np" in source and "import tensorflow" not in source   # only what the cells use
+    namespace = {}
+    exec(compile(source, "demo", "exec"), namespace)
+    assert namespace["square"](3) == 9 and namespace["SIZE"] == 3
+    assert nbtools.lesson_module(Path("notebooks/09_demo.ipynb")) == "demo"
+    assert nbtools.lesson_source(Path("notebooks/09_demo.ipynb"), cells[3:4]) is None   # nothing saved
+
+
+@pytest.mark.parametrize("body", ["print('hi')", "model.fit(x)", "x = make_data()\nfor i in x:\n    pass"])
+def test_a_saved_cell_may_only_define_things(body):
+    from pathlib import Path
+
+    with pytest.raises(nbtools.SaveError, match="09_demo.ipynb, cell 0.*may only define"):
+        nbtools.saved_cells(Path("09_demo.ipynb"), [_cell("code", f"#@save\n{body}\n")])

@@ -2,11 +2,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import png_folder as P
-from helpers.files import fingerprint_arrays, temporaries_of
-from helpers.packed import export_packed_uint8
-from helpers.png_pipeline import tf_dataset_from_png_folder
-from helpers.png_folder import PngFolderError
+from helpers.lessons.pydataset_autoencoder import export_packed_uint8, tf_dataset_from_png_folder
+from helpers.storage import png_folder as P
+from helpers.storage.files import fingerprint_arrays, temporaries_of
+from helpers.storage.png_folder import PngFolderError
 
 
 def make_images(n, seed=0):

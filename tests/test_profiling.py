@@ -1,4 +1,4 @@
-"""`helpers.profiling` on synthetic pipelines whose costs are known."""
+"""`diagnose` and `Diagnosis` (notebook 05, `helpers.lessons.pipeline_profiling`) on synthetic pipelines whose costs are known."""
 import time
 
 import keras
@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from helpers.measure import Samples
-from helpers.profiling import Diagnosis, diagnose
+from helpers.lessons.pipeline_profiling import Diagnosis, diagnose
 
 
 def tiny_model():

@@ -5,11 +5,10 @@ import keras
 import numpy as np
 import pytest
 
-from helpers import png_folder as P
-from helpers.autoencoder import article_autoencoder
-from helpers.packed import export_packed_uint8
-from helpers.png_folder import PngFolderError
-from helpers.pydatasets import ArrayImageBatches, PngFolderBatches
+from helpers.lessons.pydataset_autoencoder import (ArrayImageBatches, PngFolderBatches, article_autoencoder,
+                                                   export_packed_uint8)
+from helpers.storage import png_folder as P
+from helpers.storage.png_folder import PngFolderError
 
 
 def make_folder(tmp_path, n=25, seed=0):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.standins import make_digits
-from helpers.tfrecord import write_shards
+from helpers.data.standins import make_digits
+from helpers.storage.tfrecord import write_shards
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,9 +47,9 @@ def shards(tmp_path_factory):
 
 
 def test_children_stop_when_the_block_raises():
-    from helpers.processes import ChildProcesses
+    from helpers.scale.processes import ChildProcesses
 
-    program = "from helpers.processes import exit_with_parent, READY; exit_with_parent(); print(READY); import time; time.sleep(600)"
+    program = "from helpers.scale.processes import exit_with_parent, READY; exit_with_parent(); print(READY); import time; time.sleep(600)"
     with pytest.raises(ZeroDivisionError):
         with ChildProcesses() as children:
             pids = [children.start(f"sleeper-{i}", ["-c", program]).pid for i in range(2)]
@@ -58,7 +58,7 @@ def test_children_stop_when_the_block_raises():
 
 
 def test_a_child_that_fails_to_start_is_reported_with_its_output():
-    from helpers.processes import ChildProcesses
+    from helpers.scale.processes import ChildProcesses
 
     with ChildProcesses() as children:
         with pytest.raises(RuntimeError, match="(?s)did not start.*no such thing"):
@@ -70,10 +70,10 @@ def test_children_exit_when_their_parent_is_killed(tmp_path):
     # A parent that starts a child and is then SIGKILLed: no cleanup code runs in the parent, yet the child goes.
     pid_file = tmp_path / "child.pid"
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        from helpers.processes import ChildProcesses
+        from helpers.scale.processes import ChildProcesses
         import time
         children = ChildProcesses()
-        child = children.start("sleeper", ["-c", "from helpers.processes import exit_with_parent, READY; "
+        child = children.start("sleeper", ["-c", "from helpers.scale.processes import exit_with_parent, READY; "
                                            "exit_with_parent(); print(READY); import time; time.sleep(600)"])
         open({str(pid_file)!r}, "w").write(str(child.pid))
         time.sleep(600)
@@ -94,7 +94,7 @@ def test_children_exit_when_their_parent_is_killed(tmp_path):
 
 
 def test_more_workers_than_shards_is_refused(tmp_path):
-    from helpers.multi_worker import train_on_workers
+    from helpers.scale.multi_worker import train_on_workers
 
     x, y = make_digits(200, seed=5)
     write_shards(zip(x, y), tmp_path, "train", 1, total=len(x), progress=False)
@@ -107,8 +107,9 @@ def test_more_workers_than_shards_is_refused(tmp_path):
 
 def test_beam_writes_the_same_records_as_write_shards_and_nothing_else(shards, tmp_path):
     pytest.importorskip("apache_beam")
-    from helpers.beam_convert import convert_with_beam, records_digest, save_source
-    from helpers.tfrecord import read_manifest
+    from helpers.lessons.scaling_out import records_digest
+    from helpers.scale.beam import convert_with_beam, save_source
+    from helpers.storage.tfrecord import read_manifest
 
     directory, x, y = shards
     images_path, labels_path = save_source(x, y, tmp_path / "source")
@@ -120,7 +121,7 @@ def test_beam_writes_the_same_records_as_write_shards_and_nothing_else(shards, t
 
 def test_a_failed_beam_conversion_leaves_no_shards(tmp_path):
     pytest.importorskip("apache_beam")
-    from helpers.beam_convert import convert_with_beam
+    from helpers.scale.beam import convert_with_beam
 
     images = tmp_path / "images.npy"
     labels = tmp_path / "labels.npy"
@@ -137,7 +138,7 @@ def test_a_failed_beam_conversion_leaves_no_shards(tmp_path):
 
 
 def test_records_digest_ignores_order_and_file_boundaries(tmp_path):
-    from helpers.beam_convert import records_digest
+    from helpers.lessons.scaling_out import records_digest
 
     records = [f"record {i}".encode() for i in range(10)]
     for name, part in [("a", records[:3]), ("b", records[3:]), ("c", records[::-1])]:
@@ -152,7 +153,7 @@ def test_records_digest_ignores_order_and_file_boundaries(tmp_path):
 
 
 def test_loading_more_than_the_budget_fails_where_streaming_fits(tmp_path):
-    from helpers.peak_memory import peak_training_memory
+    from helpers.measure.peak_memory import peak_training_memory
 
     x, y = make_digits(1_000, seed=6)
     n = 800_000  # 598 MiB of pixels: more than a budget of 900 MiB leaves beside TensorFlow (about 300 MiB)

@@ -1,6 +1,6 @@
 import numpy as np
 
-from helpers import standins
+from helpers.data import standins
 
 
 def test_digit_stand_in_is_learnable_by_the_articles_mlp():

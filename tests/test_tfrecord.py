@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import tfrecord as T
-from helpers.tfrecord import FeatureSpec, ShardError
+from helpers.storage import tfrecord as T
+from helpers.storage.tfrecord import FeatureSpec, ShardError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -244,7 +244,7 @@ KILLED_WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import numpy as np
-    from helpers.tfrecord import write_shards
+    from helpers.storage.tfrecord import write_shards
 
     out, marker = Path(sys.argv[1]), Path(sys.argv[2])
 

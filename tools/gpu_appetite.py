@@ -1,14 +1,13 @@
-"""Measure how fast a machine trains the series' two models: the figures in helpers/gpu_reference.py.
+"""Measure how fast a machine trains the series' two models: the figures in helpers/measure/gpu_reference.py.
 
     python -m tools.gpu_appetite                       # the Keras backend set in KERAS_BACKEND (default tensorflow)
-    KERAS_BACKEND=jax python -m tools.gpu_appetite     # how helpers/gpu_reference.py was measured (JAX on a GPU)
+    KERAS_BACKEND=jax python -m tools.gpu_appetite     # how helpers/measure/gpu_reference.py was measured (JAX on a GPU)
     python -m tools.gpu_appetite --quick               # small sizes: checks the script, not a GPU
     python -m tools.gpu_appetite --json                # one JSON object instead of the table
 
 What it does, so that anyone with a GPU can re-measure: the older article's MNIST MLP
-(784-512-10, float32 input) and CIFAR-10 autoencoder, built by `helpers.mlp.article_mlp` and
-`helpers.autoencoder.article_autoencoder`, trained with `model.fit` from float32 NumPy arrays
-already in memory (60,000 MNIST-shaped and 50,000 CIFAR-shaped random arrays: the speed of these
+(784-512-10, float32 input) and CIFAR-10 autoencoder, as notebooks 04 and 03 write them (`article_mlp` and
+`article_autoencoder`, saved into `helpers/lessons/`), trained with `model.fit` from float32 NumPy arrays already in memory (60,000 MNIST-shaped and 50,000 CIFAR-shaped random arrays: the speed of these
 models does not depend on the pixel values), for `--epochs` epochs (default 4) at each batch size.
 Each epoch's rate is `helpers.measure`'s steady-state rate (samples after the first step over the
 seconds after it); the figure is the median of epochs 2 to the last, with their lowest and highest
@@ -18,10 +17,12 @@ TensorFlow: the reference machine ran JAX.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import platform
 import statistics
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -53,13 +54,27 @@ def device_name() -> str:
     return "unknown"
 
 
+def lesson_functions(module: str) -> dict:
+    """The functions a notebook saved into `helpers/lessons/<module>.py`, defined without importing that module,
+    which may import TensorFlow (the reference machine ran JAX, with no TensorFlow installed)."""
+    import importlib.util
+
+    import keras
+
+    folder = importlib.util.find_spec("helpers.lessons").submodule_search_locations[0]
+    tree = ast.parse(Path(folder, f"{module}.py").read_text(encoding="utf-8"))
+    functions = ast.Module([node for node in tree.body if isinstance(node, ast.FunctionDef)], type_ignores=[])
+    namespace = {"keras": keras, "np": np}
+    exec(compile(functions, f"helpers/lessons/{module}.py", "exec"), namespace)
+    return namespace
+
+
 def model_and_data(model_name: str, n: int):
     """The series' model, compiled, and `n` random in-memory samples of its input (and targets)."""
     import keras
 
-    from helpers.autoencoder import article_autoencoder
-    from helpers.mlp import article_mlp
-
+    article_mlp = lesson_functions("tfdata_mnist")["article_mlp"]
+    article_autoencoder = lesson_functions("pydataset_autoencoder")["article_autoencoder"]
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     if model_name == "mnist_mlp":
@@ -119,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in figures:
         spread = f"{f['low']:,}–{f['high']:,}"
         print(f"{f['model']:<18}{f['batch_size']:>6}{f['samples_per_second']:>12,}{spread:>22}")
-    print("\nFor helpers/gpu_reference.py:")
+    print("\nFor helpers/measure/gpu_reference.py:")
     for name in batches:
         rows = ", ".join(f"GpuFigure({f['batch_size']}, {f['samples_per_second']:_}, {f['low']:_}, {f['high']:_})"
                          for f in figures if f["model"] == name)

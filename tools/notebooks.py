@@ -1,22 +1,46 @@
-"""Maintenance for the notebooks: strip outputs before committing, and keep Colab links in sync.
+"""Maintenance for the notebooks: strip outputs, keep Colab links in sync, save the lessons' code.
 
     python -m tools.notebooks clean   # drop outputs and execution counts from every notebook
-    python -m tools.notebooks sync    # rewrite Colab badges and install cells from helpers.config
-    python -m tools.notebooks check   # exit 1 if any notebook has outputs or a stale URL
+    python -m tools.notebooks sync    # rewrite Colab badges and install cells from helpers.setup.config
+    python -m tools.notebooks save    # write every `#@save` cell into helpers/lessons/ (see below)
+    python -m tools.notebooks check   # exit 1 if any notebook has outputs, a stale URL, or unsaved code
 
-The repository URL lives only in helpers/config.py (REPO_URL, REPO_BRANCH).
+The repository URL lives only in helpers/setup/config.py (REPO_URL, REPO_BRANCH).
+
+Code is born in the lesson, d2l-style: a code cell whose first line is `#@save` holds code that a later
+notebook, a test or a benchmark reuses. `save` copies those cells, in order, into one generated module per
+notebook, `helpers/lessons/<notebook name without its number>.py` (notebook 03_pydataset_autoencoder.ipynb
+gives `helpers.lessons.pydataset_autoencoder`), headed by a note that it is generated and, above each
+cell, where in the notebook it comes from. A saved cell may only define things (imports, functions,
+classes, constants): it runs both in the notebook and when the module is imported. It may use `np`, `tf`
+and `keras`, which every notebook's setup cell provides; anything else it imports itself.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import sys
 from pathlib import Path
 
-from helpers.config import REPO_BRANCH, REPO_URL
+from helpers.setup.config import REPO_BRANCH, REPO_URL
 
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = ROOT / "notebooks"
+LESSON_DIR = ROOT / "helpers" / "lessons"
 PACKAGE_NAME = "bigger-than-memory"
+SAVE_MARKER = "#@save"
+# What a saved cell may hold at its top level: definitions only, so that importing the module runs nothing.
+DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+               ast.AnnAssign)
+LESSON_HEADER = """\
+# Generated from {notebook} by `python -m tools.notebooks save`: do not edit by hand.
+# Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
+\"\"\"{title}: the code its lesson writes, saved for later notebooks, tests and benchmarks.\"\"\"
+"""
+# The names every notebook's setup cell provides, imported by a generated module only where its code uses them
+# (so that a module using only Keras also runs on a machine without TensorFlow, as tools/gpu_appetite.py must).
+SETUP_NAMES = {"np": "import numpy as np", "tf": "import tensorflow as tf", "keras": "import keras"}
 
 
 def notebooks() -> list[Path]:
@@ -54,13 +78,91 @@ def outputs_of(cells: list[dict]) -> list[int]:
 
 
 def stale_links(notebook: Path, cells: list[dict]) -> list[str]:
-    """Colab/GitHub links or pip targets in the notebook that differ from helpers.config."""
+    """Colab/GitHub links or pip targets in the notebook that differ from helpers.setup.config."""
     text = "".join("".join(c.get("source", "")) for c in cells)
     problems = []
     if colab_url(notebook) not in text:
         problems.append(f"missing Colab link {colab_url(notebook)}")
     if pip_target() not in text:
         problems.append(f"missing Colab install of {pip_target()!r}")
+    return problems
+
+
+class SaveError(ValueError):
+    """A `#@save` cell that cannot be saved as it is."""
+
+
+def lesson_module(notebook: Path) -> str:
+    """The module a notebook's saved cells go to: its file name without the number.
+
+    >>> lesson_module(Path("notebooks/03_pydataset_autoencoder.ipynb"))
+    'pydataset_autoencoder'
+    """
+    return notebook.stem.split("_", 1)[1]
+
+
+def saved_cells(notebook: Path, cells: list[dict]) -> list[tuple[str, int, str]]:
+    """(section heading, cell number, code without the marker) of every `#@save` cell, checked to define only."""
+    section, saved = "", []
+    for number, cell in enumerate(cells):
+        source = "".join(cell.get("source", ""))
+        if cell["cell_type"] == "markdown":
+            heading = re.search(r"^##+ (.+)$", source, re.M)
+            section = heading[1].strip() if heading else section
+            continue
+        first, _, rest = source.partition("\n")
+        if first.strip() != SAVE_MARKER:
+            continue
+        where = f"{notebook.name}, cell {number}"
+        try:
+            tree = ast.parse(rest)
+        except SyntaxError as e:
+            raise SaveError(f"{where}: the saved cell is not plain Python ({e.msg}, line {e.lineno}).") from None
+        for node in tree.body:
+            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            if not (isinstance(node, DEFINITIONS) or docstring):
+                raise SaveError(f"{where}, line {node.lineno + 1}: a saved cell may only define things (imports, "
+                                f"functions, classes, constants), so that importing the module runs nothing; move "
+                                f"`{ast.get_source_segment(rest, node).splitlines()[0]}` to a cell of its own.")
+        saved.append((section, number, rest.strip("\n")))
+    return saved
+
+
+def lesson_source(notebook: Path, cells: list[dict]) -> str | None:
+    """The generated module of a notebook's saved cells, or None when it has none."""
+    saved = saved_cells(notebook, cells)
+    if not saved:
+        return None
+    title = next(("".join(c["source"]).lstrip("# ").splitlines()[0] for c in cells if c["cell_type"] == "markdown"),
+                 notebook.stem)
+    used = {node.id for _, _, code in saved for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
+    parts = [LESSON_HEADER.format(notebook=f"notebooks/{notebook.name}", title=title.replace('"', "'")),
+             *(f"{line}\n" for name, line in SETUP_NAMES.items() if name in used)]
+    for section, number, code in saved:
+        parts.append(f"\n\n# {'-' * 16} from {notebook.name}, {section or 'the top'} (cell {number})\n{code}\n")
+    return "".join(parts)
+
+
+def save_lessons(check: bool = False) -> list[str]:
+    """Write (or, with `check`, only compare) every notebook's lesson module; return what differs or is stale."""
+    wanted = {}
+    for path in notebooks():
+        source = lesson_source(path, json.loads(path.read_text(encoding="utf-8"))["cells"])
+        if source is not None:
+            wanted[LESSON_DIR / f"{lesson_module(path)}.py"] = source
+    wanted[LESSON_DIR / "__init__.py"] = ('"""Code written in the notebooks and saved from them by '
+                                          '`python -m tools.notebooks save` (one module per notebook)."""\n')
+    problems = []
+    for path, source in wanted.items():
+        if not path.exists() or path.read_text(encoding="utf-8") != source:
+            problems.append(f"{path.relative_to(ROOT)} differs from its notebook's #@save cells")
+            if not check:
+                LESSON_DIR.mkdir(exist_ok=True)
+                path.write_text(source, encoding="utf-8")
+    for stale in sorted(set(LESSON_DIR.glob("*.py")) - set(wanted)) if LESSON_DIR.is_dir() else []:
+        problems.append(f"{stale.relative_to(ROOT)} comes from no notebook")
+        if not check:
+            stale.unlink()
     return problems
 
 
@@ -76,6 +178,12 @@ def _save(path: Path, nb: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     command = (argv or sys.argv[1:] or ["check"])[0]
     bad = 0
+    if command in ("save", "check"):
+        for problem in save_lessons(check=command == "check"):
+            print(problem if command == "check" else f"saved: {problem.split(' ')[0]}")
+            bad += command == "check"
+        if command == "save":
+            return 0
     for path in notebooks():
         nb = json.loads(path.read_text(encoding="utf-8"))
         if command == "clean":

@@ -1,0 +1,299 @@
+# Generated from notebooks/05_pipeline_profiling.ipynb by `python -m tools.notebooks save`: do not edit by hand.
+# Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
+"""05 · Profiling an input pipeline: is training input-bound?: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
+import numpy as np
+import tensorflow as tf
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, Block records: one record, many images (cell 7)
+from helpers.storage.blocks import spec_tag   # plumbing: a FeatureSpec as the string 'uint8 (28, 28)'
+
+BLOCK_SIZE = 256   # images per block record
+
+def block_example(images, labels, tag):
+    """One block record, serialized: the images' pixel bytes, their labels, and the spec tag `tag`."""
+    feature = {
+        "images": tf.train.Feature(bytes_list=tf.train.BytesList(value=[np.ascontiguousarray(images).tobytes()])),
+        "labels": tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(labels, np.int64))),
+        "spec": tf.train.Feature(bytes_list=tf.train.BytesList(value=[tag.encode()])),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, Writing: one file per shard, one record per block (cell 11)
+from helpers.storage.blocks import block_write   # plumbing: checks, lock, file names, temporary files, index
+
+def write_blocks(images, labels, directory, split, num_shards=8, block_size=BLOCK_SIZE, num_classes=None):
+    """Write `images` and their whole-number `labels` (below `num_classes` when given) as `num_shards` files of
+    block records, with an index written last; returns the folder."""
+    with block_write(images, labels, directory, split, num_shards, block_size, num_classes) as write:
+        tag = spec_tag(write.spec)
+        for path, first, end in write.shards():           # one file per shard: images first to end - 1
+            with tf.io.TFRecordWriter(str(path)) as writer:
+                for start in range(first, end, block_size):   # one record per block
+                    stop = min(start + block_size, end)
+                    writer.write(block_example(write.images[start:stop], write.labels[start:stop], tag))
+    return write.directory
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, Reading: parse, mix, rebatch (cell 15)
+def parse_block_fn(spec, source="these block records"):
+    """A function for `dataset.map`: one block record -> `(images, labels)`, a batch of the block's images."""
+    description = {"images": tf.io.FixedLenFeature([], tf.string), "labels": tf.io.VarLenFeature(tf.int64),
+                   "spec": tf.io.FixedLenFeature([], tf.string, default_value="")}
+    dtype, tag = tf.as_dtype(spec.image_dtype), spec_tag(spec)
+
+    def parse(serialized):
+        features = tf.io.parse_single_example(serialized, description)
+        labels = tf.sparse.to_dense(features["labels"])
+        same_spec = tf.debugging.Assert(  # (assert_equal cannot compare strings when run eagerly)
+            tf.equal(features["spec"], tag), [f"a block in {source} does not hold {tag} images (its index was edited?)"])
+        fits = tf.debugging.assert_equal(
+            tf.strings.length(features["images"]), tf.cast(tf.size(labels), tf.int32) * spec.nbytes,
+            message=f"a block in {source} does not hold one {spec.image_dtype} {spec.image_shape} image per label")
+        with tf.control_dependencies([same_spec, fits]):  # check first: a wrong spec must not reach the reshape
+            images = tf.reshape(tf.io.decode_raw(features["images"], dtype), (-1, *spec.image_shape))
+        return images, labels
+
+    return parse
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, Reading: parse, mix, rebatch (cell 18)
+def mix_images(images, labels, seed=None):
+    """A window of images and their labels, shuffled together with one gather."""
+    order = tf.random.shuffle(tf.range(tf.shape(labels)[0]), seed=seed)
+    return tf.gather(images, order), tf.gather(labels, order)
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, Reading: parse, mix, rebatch (cell 20)
+from helpers.storage.blocks import open_block_split   # plumbing: argument checks, the index checked, checksums
+from helpers.storage.tfrecord.read import exact_length
+
+def read_blocks(directory, split, batch_size=256, *, shuffle=False, mix_blocks=8, shuffle_blocks=64,
+                parallel_reads=4, seed=None, verify=False):
+    """`(images, labels)` batches of `batch_size` from block records written by `write_blocks`."""
+    info = open_block_split(directory, split, verify=verify, batch_size=batch_size, mix_blocks=mix_blocks,
+                            shuffle_blocks=shuffle_blocks, parallel_reads=parallel_reads)
+    where = f"block split {split!r} of {directory}"
+    files = tf.data.Dataset.from_tensor_slices([str(f) for f in info.files])
+    if not shuffle:   # one file after another: the written order
+        ds = files.flat_map(tf.data.TFRecordDataset).map(parse_block_fn(info.spec, where),
+                                                         num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = (files.shuffle(len(info.files), seed=seed)                               # the file order
+              .interleave(tf.data.TFRecordDataset, cycle_length=parallel_reads,       # several files at once,
+                          num_parallel_calls=parallel_reads, deterministic=False)     # whichever block is ready
+              .shuffle(shuffle_blocks, seed=seed)                                     # the blocks
+              .map(parse_block_fn(info.spec, where), num_parallel_calls=tf.data.AUTOTUNE)
+              .rebatch(info.block_size * mix_blocks)                                  # mix_blocks blocks ...
+              .map(lambda x, y: mix_images(x, y, seed), num_parallel_calls=tf.data.AUTOTUNE))  # ... mixed
+    return exact_length(ds.rebatch(batch_size), -(-info.total_records // batch_size), where)
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 31)
+from helpers.measure import Samples
+
+def waiting_share(model_alone, together, after_first_step=False):
+    """Per round, the share of a training step spent waiting for input: 1 - model-alone step time / step time
+    together, floored at 0. Both are lists of `Epoch`s of the same steps, so their seconds compare as step times;
+    `after_first_step` leaves out each epoch's first step (the pipeline's start-up)."""
+    def seconds(epoch):
+        return epoch.seconds - epoch.start_up if after_first_step else epoch.seconds
+
+    return Samples([max(0.0, 1 - seconds(alone) / seconds(both)) for alone, both in zip(model_alone, together)])
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 34)
+NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND = 0.05, 0.20   # the TensorFlow Profiler's lines on the waiting share
+
+def input_bound_verdict(share):
+    """The profiler's verdict on a waiting share (a number from 0 to 1)."""
+    if share < NOT_INPUT_BOUND:
+        return "not input-bound"
+    return "moderately input-bound" if share <= HIGHLY_INPUT_BOUND else "highly input-bound"
+
+def crossed_lines(share):
+    """The profiler's lines inside the interval of `share` (`Samples`): where the verdict is not firm."""
+    low, high = share.interval
+    return [f"{line:.0%}" for line in (NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND) if low < line <= high]
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 37)
+from dataclasses import dataclass
+
+@dataclass
+class Diagnosis:
+    """What `diagnose` measured: steady-state samples/s per round, and the waiting share per round."""
+    pipeline_alone: Samples     # no model
+    model_alone: Samples        # training on the pipeline's first batch, held in memory and repeated
+    together: Samples           # training from the pipeline
+    waiting_share: Samples      # of each training step, the share spent waiting for input
+    gpu_appetite: float | None = None   # samples/s a GPU trains this model at, if known
+    past_start_up: Samples | None = None   # the waiting share after each epoch's first step
+
+    @property
+    def verdict(self):
+        return input_bound_verdict(self.waiting_share.median)
+    @property
+    def headroom(self):
+        """How many times faster the pipeline alone runs than the model alone, round by round."""
+        return Samples([p / m for p, m in zip(self.pipeline_alone.values, self.model_alone.values)])
+
+    @property
+    def feeds_gpu(self):
+        """"could", "could not" or "no measurable margin": the pipeline alone's interval against the GPU's rate."""
+        if self.gpu_appetite:
+            return {"above": "could", "below": "could not", "holds": "no measurable margin"}[
+                self.pipeline_alone.compared_to(self.gpu_appetite)]
+
+    def __str__(self):
+        return describe_diagnosis(self)
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 38)
+def describe_diagnosis(d):
+    """A `Diagnosis` in words: the verdict, the three rates, whether the verdict is firm, and the GPU."""
+    text = (f"{d.verdict}: {d.waiting_share.median:.0%} of each step waits for input "
+            f"({d.waiting_share.interval_text('.0%')}). Pipeline alone {d.pipeline_alone.median:,.0f} samples/s, "
+            f"model alone {d.model_alone.median:,.0f}, together {d.together.median:,.0f} "
+            f"(headroom {d.headroom.median:.1f}×).")
+    if crossed := crossed_lines(d.waiting_share):
+        text += (f" The interval crosses the profiler's {' and '.join(crossed)} line{'s' * (len(crossed) > 1)}: "
+                 f"the verdict, taken from the median, is not firm.")
+    if d.feeds_gpu == "no measurable margin":
+        text += f" Its interval holds the {d.gpu_appetite:,.0f} samples/s a GPU trains: no measurable margin."
+    elif d.feeds_gpu:
+        text += f" It {d.feeds_gpu} feed a GPU that trains {d.gpu_appetite:,.0f} samples/s."
+    if d.past_start_up is not None:
+        text += f" Leaving out each epoch's first step (the pipeline's start-up): {d.past_start_up.median:.0%} waits."
+    return text
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 39)
+from helpers.measure import alternate, fit_epoch, pipeline_epoch
+
+def diagnose(make, model, *, rounds=6, gpu_appetite=None):
+    """Is training `model` from `make()` (a fresh tf.data.Dataset of batches per call) input-bound here?
+    The pipeline alone, the model alone and the two together in alternating rounds, after a warm-up round."""
+    steps = int(make().cardinality())
+    if steps < 2:
+        raise ValueError("diagnose needs a dataset of known length with at least two batches: a TFRecordDataset's "
+                         "length is unknown until read, so add .apply(tf.data.experimental.assert_cardinality(n)) "
+                         "with the number of records (read_split does this from the manifest)")
+    first = next(iter(make()))   # the first batch, held in memory: the model alone pays no input cost
+    batch_size = int(first[0].shape[0])
+    measured = alternate({
+        "pipeline alone": lambda: pipeline_epoch(make()),
+        "model alone": lambda: fit_epoch(model, x=tf.data.Dataset.from_tensors(first).repeat(steps),
+                                         batch_size=batch_size),
+        "together": lambda: fit_epoch(model, x=make(), batch_size=batch_size),
+    }, rounds=rounds, warmup=1)
+    alone, together = measured.epochs["model alone"], measured.epochs["together"]
+    return Diagnosis(measured.samples("pipeline alone"), measured.samples("model alone"), measured.samples("together"),
+                     waiting_share(alone, together), gpu_appetite, waiting_share(alone, together, after_first_step=True))
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 52)
+WAIT, STEP = "waiting for input", "training step"   # the consumer's two stages, timed in Python
+
+def start_spans(dataset):
+    """Give every element an empty dict of spans, so that `traced_map` can add to it."""
+    return dataset.map(lambda *element: (*element, {}))
+
+def traced_map(dataset, fn, stage, **map_args):
+    """`dataset.map(fn, **map_args)` on elements from `start_spans`, recording when `fn` started and ended.
+
+    `fn`'s ops start only after the start time is taken, and the end time is taken only after every
+    output of `fn` exists (control dependencies), so the span covers exactly `fn`'s work.
+    """
+    def timed(*element):
+        *payload, spans = element
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            out = fn(*payload)
+        out = out if isinstance(out, tuple) else (out,)
+        with tf.control_dependencies(tf.nest.flatten(out)):
+            end = tf.timestamp()
+        return (*out, {**spans, stage: tf.stack([start, end])})
+
+    return dataset.map(timed, **map_args)
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 54)
+from dataclasses import dataclass, field
+
+@dataclass
+class Timeline:
+    """Per batch, each stage's (start, end) in seconds since the first request for a batch."""
+    rows: list = field(default_factory=list)
+
+    @property
+    def seconds(self):
+        """From the first request to the end of the last batch's step."""
+        return max(end for row in self.rows for _, end in row.values())
+
+    def total(self, stage):
+        """Seconds spent in `stage`, summed over batches (stages of different batches may overlap)."""
+        return sum(row[stage][1] - row[stage][0] for row in self.rows if stage in row)
+
+    @property
+    def waiting_share(self):
+        """The share of the whole run the consumer spent waiting for its next batch."""
+        return self.total(WAIT) / self.seconds
+
+    @property
+    def typical_wait(self):
+        """The median seconds waited for a batch, the first left out: its wait is the pipeline's start-up
+        (opening files, filling buffers), paid once per epoch, not per batch."""
+        waits = [row[WAIT][1] - row[WAIT][0] for row in self.rows[1:]]
+        if not waits:
+            raise ValueError("typical_wait needs at least two batches")
+        return float(np.median(waits))
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 55)
+import time
+
+def record_timeline(dataset, consume=None, max_batches=None):
+    """Iterate `dataset` (elements from `traced_map`), timing the wait for each batch and `consume(*batch)`."""
+    raw = []
+    iterator = iter(dataset)
+    while max_batches is None or len(raw) < max_batches:
+        asked = time.time()  # the clock tf.timestamp() reads too: seconds since the epoch
+        try:
+            *payload, spans = next(iterator)
+        except StopIteration:
+            break
+        got = time.time()
+        if consume is not None:
+            consume(*payload)
+        row = {stage: (float(np.min(s.numpy()[..., 0])), float(np.max(s.numpy()[..., 1]))) for stage, s in spans.items()}
+        row[WAIT], row[STEP] = (asked, got), (got, time.time())
+        raw.append(row)
+    if not raw:
+        raise ValueError("record_timeline: the dataset produced no batches")
+    origin = min(start for row in raw for start, _ in row.values())
+    return Timeline([{stage: (a - origin, b - origin) for stage, (a, b) in row.items()} for row in raw])
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 56)
+# extra code – draw a Timeline: one row per batch (the first at the top), one coloured bar per stage
+def plot_timeline(timeline, ax, title):
+    """Draw `timeline` on `ax`, one bar per stage per batch, with the legend below the axes."""
+    from matplotlib.patches import Patch
+
+    stages = [s for s in timeline.rows[0] if s not in (WAIT, STEP)] + [WAIT, STEP]
+    colours = {**dict(zip(stages[:-2], ("tab:blue", "tab:orange", "tab:purple", "tab:brown"))),
+               WAIT: "tab:red", STEP: "tab:green"}
+    for row_index, row in enumerate(timeline.rows):
+        for lane, stage in enumerate(stages):
+            if stage in row:
+                start, end = row[stage]
+                ax.broken_barh([(start * 1e3, max((end - start) * 1e3, 0.05))],
+                               (row_index + lane / len(stages) * 0.8, 0.8 / len(stages)), color=colours[stage])
+    ax.set_ylim(len(timeline.rows), 0)
+    ax.set_xlabel("milliseconds since the first request")
+    ax.set_ylabel("batch")
+    ax.set_title(f"{title}: waiting {timeline.waiting_share:.0%} of {timeline.seconds * 1e3:,.0f} ms")
+    ax.legend(handles=[Patch(color=colours[s], label=s) for s in stages], loc="upper center",
+              bbox_to_anchor=(0.5, -0.15), ncol=len(stages), fontsize="small")   # below the axes, off the bars

@@ -1,0 +1,199 @@
+# Generated from notebooks/03_pydataset_autoencoder.ipynb by `python -m tools.notebooks save`: do not edit by hand.
+# Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
+"""03 · Streaming a CIFAR-10 autoencoder from PNG files with `keras.utils.PyDataset`: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
+import numpy as np
+import tensorflow as tf
+import keras
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, 2. A `PyDataset`, from the ground up (cell 11)
+import math
+
+class ImageBatches(keras.utils.PyDataset):
+    """Shuffled batches of `n_images` images as `(x, x)` float32 pairs in [0, 1]; a subclass says how to `fetch`."""
+    def __init__(self, n_images, batch_size, *, shuffle=True, seed=None, drop_remainder=False, **kwargs):
+        super().__init__(**kwargs)  # workers, use_multiprocessing, max_queue_size
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.n_images, self.batch_size, self.shuffle = n_images, batch_size, shuffle
+        self.drop_remainder, self.rng = drop_remainder, np.random.default_rng(seed)
+        self.on_epoch_end()  # the first epoch is shuffled too
+
+    def on_epoch_end(self):
+        self.order = self.rng.permutation(self.n_images) if self.shuffle else np.arange(self.n_images)
+
+    def __len__(self):
+        rounding = math.floor if self.drop_remainder else math.ceil  # ceil keeps the last, smaller batch
+        return rounding(self.n_images / self.batch_size)
+
+    def batch_indices(self, index):
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} is out of range for {len(self)} batches")
+        return self.order[index * self.batch_size:(index + 1) * self.batch_size]
+
+    def __getitem__(self, index):
+        images = np.multiply(self.fetch(self.batch_indices(index)), 1 / 255, dtype=np.float32)
+        return images, images  # an autoencoder's target is its input
+
+    def fetch(self, indices):  # uint8 images, shape (len(indices), height, width, channels)
+        raise NotImplementedError
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, 2. A `PyDataset`, from the ground up (cell 13)
+class ArrayImageBatches(ImageBatches):
+    """Batches from a uint8 array: in memory, or memory-mapped from a `.npy` file on disk.
+
+    >>> len(ArrayImageBatches(np.zeros((250, 32, 32, 3), np.uint8), batch_size=100))  # the last batch holds 50
+    3
+    """
+
+    def __init__(self, images, batch_size, **kwargs):
+        self.images = images
+        super().__init__(len(images), batch_size, **kwargs)
+
+    def fetch(self, indices):
+        return np.asarray(self.images[np.sort(indices)])  # the order within a batch does not matter
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, 2. A `PyDataset`, from the ground up (cell 19)
+from helpers.storage.png_folder import check_png_folder, load_png
+
+class PngFolderBatches(ImageBatches):
+    """Batches read from `folder/{prefix}_{i:05d}.png`, matched to the labels in `folder/{prefix}_label.txt`.
+
+    A bad image raises an error naming the file when its batch is read; with `skip_bad_files=True` every
+    image is decoded once up front, and each bad one is named in a warning and left out (section 9).
+    """
+
+    def __init__(self, folder, prefix, batch_size, *, limit=None, image_shape=(32, 32, 3), skip_bad_files=False,
+                 **kwargs):
+        paths, labels = check_png_folder(folder, prefix)         # labels and files agree, or an error now
+        self.paths, self.labels = paths[:limit], labels[:limit]  # limit: use only the first images
+        self.image_shape = tuple(image_shape)
+        self.skipped = []                                        # (path, what is wrong) of each file left out
+        if skip_bad_files:
+            self.paths, self.labels, self.skipped = without_bad_files(self.paths, self.labels, self.image_shape)
+        super().__init__(len(self.paths), batch_size, **kwargs)
+
+    def fetch(self, indices):
+        return np.stack([load_png(self.paths[i], self.image_shape) for i in indices])
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder (cell 23)
+def conv_block(x, filters):
+    """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit."""
+    x = keras.layers.Conv2D(filters, (3, 3), padding="same")(x)
+    x = keras.layers.BatchNormalization()(x)
+    return keras.layers.Activation("relu")(x)
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder (cell 24)
+def article_autoencoder(input_shape=(32, 32, 3)):
+    """The article's CIFAR-10 convolutional autoencoder: a 4x4x8 code for a 32x32x3 image, compiled as the
+    article did (Adam, binary cross-entropy against the input).
+
+    >>> article_autoencoder().output_shape
+    (None, 32, 32, 3)
+    """
+    inputs = keras.Input(shape=input_shape)
+    x = inputs
+    for filters in (32, 16, 8):                     # encoder: 32x32 → 16x16 → 8x8 → 4x4
+        x = keras.layers.MaxPooling2D((2, 2))(conv_block(x, filters))
+    for filters in (8, 16, 32):                     # decoder: the mirror image, 4x4 → 32x32
+        x = keras.layers.UpSampling2D((2, 2))(conv_block(x, filters))
+    x = keras.layers.Conv2D(input_shape[-1], (3, 3), padding="same")(x)
+    x = keras.layers.BatchNormalization()(x)
+    outputs = keras.layers.Activation("sigmoid")(x)  # pixels in [0, 1]
+    model = keras.Model(inputs, outputs, name="article_autoencoder")
+    model.compile(optimizer="adam", loss="binary_crossentropy")
+    return model
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 41)
+from helpers.storage.png_folder import PNG_END, PNG_SIGNATURE
+
+def read_png_pair(path, shape=(32, 32, 3)):
+    """One PNG file as an (input, target) pair of float32 images in [0, 1], in TensorFlow ops.
+
+    A bad file fails with an error that names it: a missing file (`NotFoundError`), one that is not a
+    PNG, a truncated one, or one of another shape (`InvalidArgumentError`)."""
+    data = tf.io.read_file(path)
+    checks = [
+        tf.debugging.Assert(tf.strings.substr(data, 0, 8) == PNG_SIGNATURE,
+                            [tf.strings.join([path, ": not a PNG file (its first bytes are not a PNG signature)"])]),
+        tf.debugging.Assert(tf.strings.substr(data, -12, 12) == PNG_END,
+                            [tf.strings.join([path, ": the PNG file is truncated (it does not end with an IEND chunk)"])]),
+    ]
+    with tf.control_dependencies(checks):  # decode only after the checks passed
+        image = tf.io.decode_png(data, channels=shape[-1])
+    size_check = tf.debugging.Assert(
+        tf.reduce_all(tf.shape(image) == shape),
+        [tf.strings.join([path, f": the image is not {shape[0]}x{shape[1]}x{shape[2]}; its shape is"]), tf.shape(image)])
+    with tf.control_dependencies([size_check]):
+        image = tf.cast(tf.ensure_shape(image, shape), tf.float32) / 255.0
+    return image, image
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 43)
+def tf_dataset_from_png_folder(folder, prefix, batch_size, *, shuffle=True, seed=None, limit=None,
+                               image_shape=(32, 32, 3), threads=None):
+    """A `tf.data` pipeline over a PNG folder: file names → read → check → decode → batch, as `(x, x)` pairs.
+
+    `threads`: how many files to decode at once; None lets tf.data choose (`AUTOTUNE`)."""
+    paths, _ = check_png_folder(folder, prefix)
+    paths = paths[:limit]  # limit: use only the first images
+    files = tf.data.Dataset.from_tensor_slices([str(p) for p in paths])
+    if shuffle:
+        files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
+    return (files.map(lambda path: read_png_pair(path, tuple(image_shape)),
+                      num_parallel_calls=threads or tf.data.AUTOTUNE, deterministic=False)
+            .batch(batch_size)
+            .prefetch(tf.data.AUTOTUNE))
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, One file of raw pixels, memory-mapped (cell 46)
+from pathlib import Path
+
+from helpers.storage.files import write_then_rename
+
+def export_packed_uint8(images, path, chunk=4096):
+    """Write uint8 images as one `.npy` file, chunk by chunk, renamed into place when complete.
+
+    >>> import tempfile
+    >>> path = export_packed_uint8(np.zeros((5, 32, 32, 3), np.uint8), Path(tempfile.mkdtemp()) / "x.npy")
+    >>> np.load(path, mmap_mode="r").shape
+    (5, 32, 32, 3)
+    """
+    path, images = Path(path), np.asarray(images)
+    if images.dtype != np.uint8:
+        raise ValueError(f"export_packed_uint8 packs uint8 images, got {images.dtype}")
+    with write_then_rename(path) as tmp:
+        packed = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=images.shape)
+        for start in range(0, len(images), chunk):
+            packed[start:start + chunk] = images[start:start + chunk]
+        packed.flush()
+        del packed  # closes the map before the file is renamed
+    return path
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, 9. Bad files (cell 70)
+import warnings
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from helpers.storage.png_folder import PngFolderError
+
+def without_bad_files(paths, labels, image_shape):
+    """The paths and labels of the images `load_png` can read, and `(path, what is wrong)` of each other one."""
+    keep, skipped = [], []
+    for i, path in enumerate(tqdm(paths, desc="checking PNG files", unit="img", leave=False)):
+        try:
+            load_png(path, image_shape)
+            keep.append(i)
+        except PngFolderError as error:
+            skipped.append((path, str(error)))
+            warnings.warn(f"skipping {error}", stacklevel=3)  # points at the code that made the dataset
+    if skipped:
+        warnings.warn(f"skipped {len(skipped):,} of {len(paths):,} files in {Path(paths[0]).parent}", stacklevel=3)
+    return [paths[i] for i in keep], labels[keep], skipped

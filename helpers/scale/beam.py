@@ -1,0 +1,125 @@
+"""Running notebook 06's Apache Beam conversion as a job of its own.
+
+The pipeline (`build_conversion`, `encode_chunk_dofn`) and `records_digest` are written in notebook 06
+and saved in helpers.lessons.scaling_out. Here: saving and checking the source, and the launcher.
+
+    images_path, labels_path = save_source(images, labels, "data/source")
+    files = convert_with_beam(images_path, labels_path, "data/beam-shards", "train", num_shards=8)
+
+Introduced in notebooks/06_scaling_out.ipynb.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from helpers.storage.files import check_name, file_problem, write_then_rename
+from helpers.data.labels import class_labels
+from helpers.scale.processes import child_environment, exit_with_parent
+
+
+def save_source(images: np.ndarray, labels: np.ndarray, directory: str | Path,
+                num_classes: int | None = None) -> tuple[Path, Path]:
+    """Save images and labels as two `.npy` files, the "source records" a conversion reads; returns their paths.
+
+    Labels are checked first (whole numbers from 0, below `num_classes` when given). Each file is
+    written under a temporary name and renamed.
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    images, labels = np.asarray(images), class_labels(labels, "save_source", num_classes)
+    if len(images) != len(labels):
+        raise ValueError(f"save_source: {len(images):,} images but {len(labels):,} labels")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = directory / "images.npy", directory / "labels.npy"
+    for path, array in zip(paths, (images, labels)):
+        with write_then_rename(path) as tmp, open(tmp, "wb") as f:
+            np.save(f, array)
+    return paths
+
+
+def check_source(images_path: str | Path, labels_path: str | Path, num_classes: int | None = None) -> int:
+    """Check the source files before a conversion starts: both `.npy` arrays, one label for every image,
+    labels whole numbers from 0 (below `num_classes` when given), images numeric. Returns the record count;
+    each problem is a `ValueError` naming the file.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    arrays = []
+    for path in (Path(images_path), Path(labels_path)):
+        if (problem := file_problem(path)) is not None:
+            raise ValueError(f"{path} is {problem}: save the source with save_source() first.")
+        try:
+            arrays.append(np.load(path, mmap_mode="r", allow_pickle=False))
+        except (ValueError, OSError) as e:
+            raise ValueError(f"{path} is not a .npy array ({e}).") from None
+    images, labels = arrays
+    class_labels(labels, str(labels_path), num_classes)
+    if len(images) != len(labels):
+        raise ValueError(f"{images_path} holds {len(images):,} images but {labels_path} {len(labels):,} labels: every "
+                         f"image needs its label (none may be dropped).")
+    if images.dtype.kind not in "biuf":
+        raise ValueError(f"{images_path}: images must be numeric, not {images.dtype}.")
+    return len(labels)
+
+
+def convert_with_beam(images_path: str | Path, labels_path: str | Path, directory: str | Path, split: str,
+                      num_shards: int = 8, beam_args: list[str] | None = None, timeout: float = 3600,
+                      num_classes: int | None = None) -> list[Path]:
+    """Launch the conversion as a Beam job (DirectRunner unless `beam_args` say otherwise); return the shard files.
+
+    The job runs as its own process, `python -m helpers.scale.beam ...`, as from a script (in a notebook
+    kernel Beam would also load its interactive tools, which need pandas). It writes into a temporary
+    folder beside the output; only a finished job's files are renamed into place
+    (`{split}-00000-of-0000N.tfrecord`), so a failed run leaves no partial shards.
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    check_name(split, "split name")
+    check_source(images_path, labels_path, num_classes)   # before any worker starts: bad input fails here, by name
+    command = [sys.executable, "-m", "helpers.scale.beam", str(images_path), str(labels_path), str(directory),
+               split, str(num_shards), *(beam_args or ["--runner=DirectRunner"])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_environment(gpu=False))   # conversion: CPU work
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-6:])
+        raise RuntimeError(f"the Beam conversion failed (exit {done.returncode}):\n{tail}")
+    return [Path(line) for line in done.stdout.split("\n") if line.strip()]
+
+
+def _run_conversion(images_path: str, labels_path: str, directory: str, split: str, num_shards: int,
+                    beam_args: list[str]) -> list[Path]:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from helpers.lessons.scaling_out import build_conversion   # the pipeline notebook 06 writes
+
+    check_name(split, "split name")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{split}-beam-", dir=directory))
+    try:
+        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+            build_conversion(pipeline, images_path, labels_path, str(work / split), num_shards)
+        written = sorted(work.glob(f"{split}-*-of-*.tfrecord"))
+        if len(written) != num_shards:
+            raise RuntimeError(f"Beam wrote {len(written)} shard files in {work}, expected {num_shards}")
+        files = []
+        for path in written:
+            os.replace(path, directory / path.name)
+            files.append(directory / path.name)
+        return files
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    exit_with_parent()
+    images_arg, labels_arg, directory_arg, split_arg, shards_arg, *beam_arguments = sys.argv[1:]
+    for written_file in _run_conversion(images_arg, labels_arg, directory_arg, split_arg, int(shards_arg),
+                                        beam_arguments):
+        print(written_file)

@@ -1,0 +1,101 @@
+"""A tf.data service on this machine: one dispatcher and N workers, each its own process.
+
+Each process runs what notebook 06 writes (`start_dispatcher`, `start_worker`, saved in
+helpers.lessons.scaling_out), as each machine of a cluster would:
+
+    python -m helpers.scale.data_service dispatcher --port 5050
+    python -m helpers.scale.data_service worker --dispatcher localhost:5050
+
+`DataServiceCluster` starts them (ports chosen free at run time), waits until each prints READY, and
+stops them when its `with` block ends. TensorFlow's gRPC servers take no bind address and no
+credentials, so they listen on every network interface, and a worker runs whatever dataset graph a
+client registers (tensorflow/tensorflow#11689): `DataServiceCluster` prints one line saying so.
+
+Introduced in notebooks/06_scaling_out.ipynb.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import socket
+import sys
+
+from helpers.scale.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, free_port
+
+
+class DataServiceCluster:
+    """A dispatcher and `workers` worker processes on localhost; `target` is the address to pass to
+    `tf.data.experimental.service.distribute(service=...)`.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+
+    def __init__(self, workers: int = 2) -> None:
+        self.n_workers = workers
+        self.children = ChildProcesses()
+        self.port = free_port()
+        self.target = f"grpc://localhost:{self.port}"
+
+    @property
+    def worker_names(self) -> list[str]:
+        return [name for name in self.children.processes if name.startswith("worker")]
+
+    def __enter__(self) -> "DataServiceCluster":
+        print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on ports "
+                               f"of their own)", self.port))
+        self.children.__enter__()
+        try:
+            self.children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", str(self.port)])
+            for index in range(self.n_workers):  # started together, then waited for
+                self.children.start(f"worker-{index}", ["-m", "helpers.scale.data_service", "worker",
+                                                        "--dispatcher", f"localhost:{self.port}"], wait=False)
+            for index in range(self.n_workers):
+                self.children.wait_ready(f"worker-{index}")
+        except BaseException:
+            self.children.__exit__(None, None, None)
+            raise
+        return self
+
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL one worker, as if its machine had died."""
+        self.children.kill(f"worker-{index}")
+
+    def __exit__(self, *exc) -> None:
+        self.children.__exit__(*exc)
+
+
+def port_is_taken(port: int) -> bool:
+    """Whether another process already listens on `port` (on any interface), checked by binding it.
+
+    Introduced in notebooks/06_scaling_out.ipynb.
+    """
+    if port == 0:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False
+
+
+def _serve(role: str, port: int, dispatcher: str | None) -> None:
+    if port_is_taken(port):  # gRPC would only say "Could not start gRPC server"
+        sys.exit(f"the {role} cannot listen on port {port}: another process is using it. Pick another --port.")
+    from helpers.lessons.scaling_out import start_dispatcher, start_worker
+
+    server = start_dispatcher(port) if role == "dispatcher" else start_worker(dispatcher, port)
+    print(READY, flush=True)
+    server.join()
+
+
+if __name__ == "__main__":
+    exit_with_parent()
+    parser = argparse.ArgumentParser(prog="python -m helpers.scale.data_service")
+    parser.add_argument("role", choices=["dispatcher", "worker"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--dispatcher", default=None, help="host:port of the dispatcher (workers only)")
+    arguments = parser.parse_args()
+    if arguments.role == "worker" and not arguments.dispatcher:
+        parser.error("a worker needs --dispatcher host:port")
+    _serve(arguments.role, arguments.port, arguments.dispatcher)

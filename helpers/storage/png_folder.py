@@ -1,0 +1,281 @@
+"""Image datasets as folders of PNG files with a label file, in the older article's layout.
+
+    dataset/train/tr_00000.png … tr_label.txt      (one integer label per line)
+    dataset/test/te_00000.png  … te_label.txt
+
+`export_png_folder` writes such a folder (resumable, atomic per file, refusing to mix two
+datasets); `check_png_folder` matches images to labels before training starts; `load_png`
+reads one image with errors that name the file. Notebook 03 writes the datasets that read such a
+folder (`PngFolderBatches`, `tf_dataset_from_png_folder`), saved in `helpers.lessons.pydataset_autoencoder`.
+
+Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from tqdm.auto import tqdm
+
+from helpers.storage.files import atomic_write_bytes, atomic_write_text, check_name, fingerprint_arrays, is_regular_file
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the last 12 bytes of every complete PNG file
+SPLIT_PREFIX = {"train": "tr", "test": "te"}
+
+
+class PngFolderError(ValueError):
+    """A PNG folder, one of its images, or its label file is not what was expected. Names the file.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+
+
+def _prefix(prefix: str) -> str:
+    try:
+        return check_name(prefix, "file name prefix")
+    except ValueError as e:
+        raise PngFolderError(str(e)) from None
+
+
+def image_name(prefix: str, index: int) -> str:
+    """`{prefix}_{index:05d}.png`, the article's image file name.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+
+    >>> image_name("tr", 7)
+    'tr_00007.png'
+    """
+    return f"{_prefix(prefix)}_{index:05d}.png"
+
+
+def label_file(folder: str | Path, prefix: str) -> Path:
+    """`folder/{prefix}_label.txt`: one integer label per line, line i for image i.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    return Path(folder) / f"{_prefix(prefix)}_label.txt"
+
+
+def integer_labels(labels, source: str) -> np.ndarray:
+    """`labels` as a flat int64 array, or `PngFolderError` naming `source` if any is not a whole number.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    labels = np.asarray(labels).reshape(-1)
+    if labels.dtype.kind not in "iu":
+        raise PngFolderError(f"{source}: labels must be integers, got {labels.dtype} values.")
+    return labels.astype(np.int64)
+
+
+def _index_of(path: Path, prefix: str) -> int:
+    """The number in `{prefix}_{number}.png`, or -1 for any other name."""
+    match = re.fullmatch(rf"{re.escape(prefix)}_(\d+)\.png", path.name)
+    return int(match[1]) if match else -1
+
+
+def _export_files(folder: Path, prefix: str) -> list[Path]:
+    """The files an export with this prefix writes, and nothing else: `{prefix}_NNNNN.png`, the label file,
+    the export record, and their temporaries. Another prefix's files (`tr_big_00000.png` beside
+    `tr_00000.png`) never match."""
+    final = rf"{re.escape(prefix)}_(?:\d{{5,}}\.png|label\.txt|export\.json)"
+    pattern = re.compile(rf"{final}(?:\.[0-9a-f]{{8}}\.partial)?")
+    return sorted(p for p in folder.iterdir() if pattern.fullmatch(p.name)) if folder.is_dir() else []
+
+
+def _png_bytes(image: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _is_complete_png(path: Path) -> bool:
+    """Cheap check that a file is a whole PNG: a regular file (not a symlink or a FIFO, which would
+    block the open), the right signature at the start, the IEND chunk at the end."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            if f.read(8) != PNG_SIGNATURE:
+                return False
+            f.seek(-12, os.SEEK_END)
+            return f.read(12) == PNG_END
+    except OSError:
+        return False
+
+
+def export_png_folder(
+    images: np.ndarray,
+    labels: np.ndarray,
+    folder: str | Path,
+    prefix: str,
+    *,
+    fingerprint: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Write `images[i]` to `folder/{prefix}_{i:05d}.png` and all labels to `{prefix}_label.txt`.
+
+    Each PNG is written under a temporary name and renamed when complete; files already there
+    and complete are skipped, so an interrupted export resumes where it stopped. The label file
+    is written last, so its presence means the export finished.
+
+    A resume must continue the same data. `{prefix}_export.json` records a fingerprint of the
+    images and labels (computed from them unless you pass one, see
+    `helpers.storage.files.fingerprint_arrays`); exporting other data into a folder that holds an
+    export, or PNG files this function did not write, is refused, or with `overwrite=True`
+    replaces them. Labels must be integers.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+
+    >>> import tempfile
+    >>> folder = export_png_folder(np.zeros((3, 32, 32, 3), np.uint8), [1, 2, 3], tempfile.mkdtemp(), "tr", progress=False)
+    >>> sorted(p.name for p in folder.iterdir() if p.suffix == ".png")
+    ['tr_00000.png', 'tr_00001.png', 'tr_00002.png']
+    """
+    folder = Path(folder)
+    info_path = folder / f"{_prefix(prefix)}_export.json"
+    labels = integer_labels(labels, f"labels for {folder}")
+    if len(images) != len(labels):
+        raise PngFolderError(f"{len(images)} images but {len(labels)} labels for {folder}.")
+    if fingerprint is None:
+        fingerprint = fingerprint_arrays(np.asarray(images), labels)
+    folder.mkdir(parents=True, exist_ok=True)
+    ours = [p for p in _export_files(folder, prefix) if p != info_path]
+    if info_path.exists():
+        try:
+            previous = json.loads(info_path.read_text(encoding="utf-8"))["fingerprint"]
+        except (ValueError, KeyError, TypeError):
+            previous = "unreadable"
+    else:
+        previous = None if not ours else "unknown (no export record)"
+    if previous is not None and previous != fingerprint:
+        if not overwrite:
+            raise PngFolderError(
+                f"{folder} holds images exported from other data (fingerprint {previous}, now {fingerprint}). "
+                f"Export to another folder, or pass overwrite=True to replace them."
+            )
+        for stale in _export_files(folder, prefix):
+            stale.unlink()
+    beyond = [p for p in _export_files(folder, prefix) if _index_of(p, prefix) >= len(images)]
+    if beyond and not overwrite:
+        raise PngFolderError(
+            f"{folder} already holds {len(beyond):,} images beyond the {len(images):,} being exported "
+            f"(e.g. {sorted(beyond)[0].name}). Export to another folder, or pass overwrite=True."
+        )
+    for stale in beyond:
+        stale.unlink()
+    atomic_write_text(info_path, json.dumps({"fingerprint": fingerprint}))
+    for stale in _export_files(folder, prefix):
+        if stale.name.endswith(".partial"):
+            stale.unlink()  # left by an export that was killed mid-file
+
+    written = skipped = 0
+    for index in tqdm(range(len(images)), desc=f"PNG → {folder.name}/", unit="img", disable=not progress):
+        path = folder / image_name(prefix, index)
+        if _is_complete_png(path):
+            skipped += 1
+            continue
+        atomic_write_bytes(path, _png_bytes(np.asarray(images[index])))
+        written += 1
+    atomic_write_text(label_file(folder, prefix), "".join(f"{v}\n" for v in labels.tolist()))
+    if progress:
+        print(f"{folder}: {written:,} PNG files written, {skipped:,} already there")
+    return folder
+
+
+def _parse_label(text: str) -> int:
+    """A whole number, written as `6` or as `np.savetxt` writes it (`6.000000000000000000e+00`)."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)  # raises ValueError for text that is no number
+        if not math.isfinite(value) or value != int(value) or abs(value) >= 2**63:
+            raise ValueError(text) from None
+        return int(value)
+
+
+def read_labels(folder: str | Path, prefix: str) -> np.ndarray:
+    """The label file as an int64 array, with a clear error when it is missing or malformed.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    path = label_file(Path(folder), prefix)
+    if not path.exists():
+        raise PngFolderError(f"{path} is missing: the folder needs one label per image, one per line.")
+    if not is_regular_file(path):
+        raise PngFolderError(f"{path} is not a regular file.")
+    labels = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise PngFolderError(f"{path} is not a text file ({e}).") from None
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            label = _parse_label(line.strip())
+            if not -2**63 <= label < 2**63:
+                raise ValueError(line)
+        except ValueError:
+            raise PngFolderError(f"{path}, line {line_number}: {line!r} is not a label (a whole number).") from None
+        labels.append(label)
+    return np.asarray(labels, dtype=np.int64)
+
+
+def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.ndarray]:
+    """The image paths in label order and the labels, after checking the two agree.
+
+    The label file decides how many images there are; every `{prefix}_{i:05d}.png` for those
+    labels must exist as a regular file. Errors name the missing files, or the mismatch in counts.
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    folder = Path(folder)
+    labels = read_labels(folder, prefix)
+    expected = [folder / image_name(prefix, i) for i in range(len(labels))]
+    missing = [p.name for p in expected if not os.path.lexists(p)]  # a FIFO is there, and load_png says what it is
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
+        present = sum(p.suffix == ".png" for p in _export_files(folder, prefix))
+        raise PngFolderError(
+            f"{label_file(folder, prefix)} has {len(labels):,} labels but {folder} has {present:,} images; "
+            f"missing: {shown}."
+        )
+    extra = [p.name for p in _export_files(folder, prefix) if _index_of(p, prefix) >= len(labels)]
+    if extra:
+        raise PngFolderError(
+            f"{folder} has {len(extra):,} images beyond the {len(labels):,} labels in "
+            f"{label_file(folder, prefix).name} (e.g. {sorted(extra)[0]}): the label file and the images do not match."
+        )
+    return expected, labels
+
+
+def load_png(path: str | Path, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarray:
+    """One PNG as a uint8 array of `shape`, or a `PngFolderError` saying which file and what is wrong.
+
+    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+    """
+    path = Path(path)
+    if os.path.lexists(path) and not is_regular_file(path):
+        raise PngFolderError(f"{path} is not a regular file (a folder, a FIFO or a device), so it is not an image.")
+    try:
+        with Image.open(path) as image:
+            if image.format != "PNG":
+                raise PngFolderError(f"{path} is a {image.format} file, not a PNG.")
+            image.load()  # decodes now, so a truncated file fails here
+            array = np.asarray(image)
+    except FileNotFoundError:
+        raise PngFolderError(f"{path} is missing.") from None
+    except PngFolderError:
+        raise
+    except (OSError, SyntaxError, ValueError) as e:  # PIL's ways of saying "bad image data"
+        raise PngFolderError(f"{path} is not a readable image ({e}); it may be truncated or not a PNG.") from None
+    if array.shape != tuple(shape) or array.dtype != np.uint8:
+        raise PngFolderError(f"{path} is {array.dtype} {array.shape}, expected uint8 {tuple(shape)}.")
+    return array

@@ -1,0 +1,105 @@
+"""The GPU branch and its rehearsal on the CPU (issue 18), and the environment every child process starts with."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.setup.accelerator import REHEARSAL_ENV, Accelerator, rehearsed_gpus
+from helpers.scale.processes import child_environment
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("value, gpus", [("", 0), ("0", 0), ("1", 1), ("2", 2), (" 2 ", 2)])
+def test_the_rehearsal_switch_says_how_many_gpus(monkeypatch, value, gpus):
+    monkeypatch.setenv(REHEARSAL_ENV, value)
+    assert rehearsed_gpus() == gpus
+
+
+@pytest.mark.parametrize("value", ["3", "yes", "-1", "1.5"])
+def test_a_rehearsal_of_something_else_is_refused_by_name(monkeypatch, value):
+    monkeypatch.setenv(REHEARSAL_ENV, value)
+    with pytest.raises(ValueError, match=REHEARSAL_ENV):
+        rehearsed_gpus()
+
+
+def test_each_branch_picks_its_own_settings():
+    cpu = Accelerator(0, False, ("/device:CPU:0",))
+    rehearsed = Accelerator(1, True, ("/device:CPU:0",))
+    real = Accelerator(1, False, ("/device:GPU:0",), (8, 0))
+    old = Accelerator(1, False, ("/device:GPU:0",), (6, 1))
+    assert [a.pick(cpu=128, gpu=1024) for a in (cpu, rehearsed, real)] == [128, 1024, 1024]
+    assert [a.precision for a in (cpu, rehearsed, real, old)] == ["float32", "mixed_bfloat16", "mixed_float16", "float32"]
+    assert "rehearsed on the CPU" in str(rehearsed) and "CPU branch" in str(cpu) and "compute capability 8.0" in str(real)
+
+
+@pytest.mark.parametrize("rehearse, cpu_devices, replicas", [("1", 2, 1), ("2", 1, 2), ("", 2, 2), ("", 1, 1)])
+def test_a_rehearsal_configures_tensorflow_as_the_gpu_branch_would(rehearse, cpu_devices, replicas):
+    """In a fresh process (devices are fixed once TensorFlow runs): a rehearsal of N GPUs gives N replicas
+    whatever the notebook asked for its CPU branch, and the CPU branch gives what it asked."""
+    code = ("import json; from helpers.setup.notebook import start, branch; start(cpu_devices=%d); b = branch(); "
+            "print(json.dumps([b.gpus, b.rehearsal, b.strategy().num_replicas_in_sync, b.precision]))" % cpu_devices)
+    env = {**os.environ, REHEARSAL_ENV: rehearse, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    gpus, rehearsal, got_replicas, precision = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (gpus, rehearsal, got_replicas) == (int(rehearse or 0), bool(rehearse), replicas)
+    assert precision == ("mixed_bfloat16" if rehearse else "float32")
+
+
+def test_a_child_sees_no_gpu_and_never_rehearses_unless_told(monkeypatch):
+    monkeypatch.setenv(REHEARSAL_ENV, "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    hidden = child_environment(gpu=False)
+    assert hidden["CUDA_VISIBLE_DEVICES"] == "" and REHEARSAL_ENV not in hidden
+    shown = child_environment({"EXTRA": "1"}, gpu=True)
+    assert shown["CUDA_VISIBLE_DEVICES"] == "0" and shown["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert shown["EXTRA"] == "1" and REHEARSAL_ENV not in shown
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "CUDA_VISIBLE_DEVICES" not in child_environment(gpu=True)
+
+
+class Started(Exception):
+    """Raised by the fake process starters below, once they have seen the environment."""
+
+
+def test_every_child_process_of_the_series_is_started_without_the_gpu(tmp_path, monkeypatch):
+    import platform
+
+    import tensorflow  # noqa: F401  (imported before subprocess is replaced: importing may run a command)
+
+    from helpers.measure.peak_memory import peak_training_memory
+    from helpers.scale.beam import convert_with_beam, save_source
+    from helpers.scale.data_service import DataServiceCluster
+    from helpers.scale.multi_worker import train_on_workers
+
+    platform.processor()   # cached now, before subprocess is replaced
+    images, labels = save_source(np.zeros((4, 2, 2), np.uint8), np.arange(4), tmp_path / "source")
+    started_envs = []
+
+    def capture(*args, env=None, **kwargs):   # every environment a helper hands to Popen or run; nothing starts
+        started_envs.append(env)
+        raise Started()
+
+    monkeypatch.setattr(subprocess, "Popen", capture)
+    monkeypatch.setattr(subprocess, "run", capture)
+    monkeypatch.setenv(REHEARSAL_ENV, "1")
+    starters = {
+        "memory child": lambda: peak_training_memory("stream", tmp_path, "train"),
+        "memory child under a budget": lambda: peak_training_memory("load", tmp_path, "train", budget_mib=900),
+        "training workers": lambda: train_on_workers(tmp_path, "train", workers=2),
+        "Beam conversion": lambda: convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2),
+        "tf.data service": lambda: DataServiceCluster(workers=1).__enter__(),
+    }
+    for name, start in starters.items():
+        before = len(started_envs)
+        with pytest.raises(Started):
+            start()
+        assert len(started_envs) == before + 1, name
+        env = started_envs[-1]
+        assert env is not None and env["CUDA_VISIBLE_DEVICES"] == "" and REHEARSAL_ENV not in env, name
+        assert env.get("TF_FORCE_GPU_ALLOW_GROWTH") is None, name
