@@ -4,8 +4,13 @@
     python -m tools.notebooks sync    # rewrite Colab badges and install cells from helpers.setup.config
     python -m tools.notebooks save    # write every `#@save` cell into helpers/lessons/ (see below)
     python -m tools.notebooks check   # exit 1 if any notebook has outputs, a stale URL, or unsaved code
+    python -m tools.notebooks strip-solutions OUT_DIR   # learner copies: the solutions taken out (see below)
 
 The repository URL lives only in helpers/setup/config.py (REPO_URL, REPO_BRANCH).
+
+`strip-solutions` writes every notebook into OUT_DIR (never notebooks/ itself: the originals keep the solutions, for
+the instructor) without the cells between the `### Solutions` heading and `## Summary`, with one empty code cell per
+exercise in their place and the exercises' "Solutions are below" turned into where to write. Outputs are cleared.
 
 Code is born in the lesson, d2l-style: a code cell whose first line is `#@save` holds code that a later
 notebook, a test or a benchmark reuses. `save` copies those cells, in order, into one generated module per
@@ -166,6 +171,71 @@ def save_lessons(check: bool = False) -> list[str]:
     return problems
 
 
+SOLUTIONS_HEADING = re.compile(r"^### Solutions\s*$", re.M)
+SUMMARY_HEADING = re.compile(r"^## Summary\s*$", re.M)
+SOLUTION_LABEL = re.compile(r"^# Solution (\d+)")
+LEARNER_NOTE = ("### Your answers\n\nWrite your answers in the cells below, one per exercise. "
+                "The solutions are in your instructor's copy of the notebook.")
+
+
+def strip_solutions(cells: list[dict]) -> tuple[list[dict], int]:
+    r"""The cells of a learner's copy, and how many solution cells were taken out.
+
+    >>> cells = [{"cell_type": "markdown", "source": "## Exercises\n\n1. Do it.\n\nSolutions are below. Try first."},
+    ...          {"cell_type": "markdown", "source": "### Solutions"},
+    ...          {"cell_type": "code", "source": "# Solution 1\nprint(42)", "outputs": []},
+    ...          {"cell_type": "markdown", "source": "## Summary\n\nDone."}]
+    >>> learner, removed = strip_solutions(cells)
+    >>> removed, [c["cell_type"] for c in learner], learner[2]["source"]
+    (1, ['markdown', 'markdown', 'code', 'markdown'], '# Exercise 1: your answer')
+    """
+    text = ["".join(c.get("source", "")) for c in cells]
+    start = next((i for i, t in enumerate(text) if _is_markdown(cells[i]) and SOLUTIONS_HEADING.search(t)), None)
+    if start is None:
+        return [dict(c) for c in cells], 0
+    end = next((i for i in range(start + 1, len(cells)) if _is_markdown(cells[i]) and SUMMARY_HEADING.search(text[i])),
+               len(cells))
+    numbers = [int(m[1]) for t in text[start + 1:end] if (m := SOLUTION_LABEL.match(t))]
+    answers = [{"cell_type": "code", "execution_count": None, "id": f"answer-{n}", "metadata": {}, "outputs": [],
+                "source": f"# Exercise {n}: your answer"} for n in numbers or [1]]
+    heading = dict(cells[start], source=SOLUTIONS_HEADING.sub(LEARNER_NOTE, text[start]))
+    learner = []
+    for cell, source in zip(cells[:start], text[:start]):
+        if _is_markdown(cell):
+            cell = dict(cell, source=re.sub(r"Solutions are below\.( Try first\.)?",
+                                            "Write your answers under *Your answers* below.", source))
+        learner.append(dict(cell))
+    return learner + [heading, *answers] + [dict(c) for c in cells[end:]], end - start - 1
+
+
+def _is_markdown(cell: dict) -> bool:
+    return cell.get("cell_type") == "markdown"
+
+
+def write_learner_copies(out_dir: Path, paths: list[Path] | None = None) -> list[tuple[Path, int]]:
+    """Write learner copies of the notebooks into `out_dir`; return (copy, solution cells removed) for each."""
+    out_dir = Path(out_dir).resolve()
+    if out_dir == NOTEBOOK_DIR.resolve():
+        raise ValueError(f"{out_dir} holds the instructor's notebooks: choose another folder for the learner copies")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in paths or notebooks():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        nb["cells"], removed = strip_solutions(nb["cells"])
+        taken = {c.get("id") for c in nb["cells"]}
+        for number, c in enumerate(nb["cells"]):
+            if c["cell_type"] == "code":
+                c["outputs"], c["execution_count"] = [], None
+            if "id" not in c and nb.get("nbformat_minor", 0) >= 5:     # nbformat 4.5 wants an id on every cell
+                c["id"] = f"learner-{number}"
+                while c["id"] in taken:
+                    c["id"] += "x"
+                taken.add(c["id"])
+        _save(out_dir / path.name, nb)
+        written.append((out_dir / path.name, removed))
+    return written
+
+
 def _rewrite(source: str, notebook: Path) -> str:
     source = re.sub(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)( · \[View on GitHub\]\([^)]*\))?", badges(notebook), source)
     return re.sub(rf"{PACKAGE_NAME} @ git\+[^\s\"']+", pip_target(), source)
@@ -178,6 +248,20 @@ def _save(path: Path, nb: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     command = (argv or sys.argv[1:] or ["check"])[0]
     bad = 0
+    if command == "strip-solutions":
+        args = (argv or sys.argv[1:])[1:]
+        if len(args) != 1:
+            print("usage: python -m tools.notebooks strip-solutions OUT_DIR", file=sys.stderr)
+            return 2
+        try:
+            written = write_learner_copies(Path(args[0]))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        for path, removed in written:
+            print(f"{path}: {removed} solution cell{'s' * (removed != 1)} taken out"
+                  + ("" if removed else " (no '### Solutions' heading: copied as it is)"))
+        return 0
     if command in ("save", "check"):
         for problem in save_lessons(check=command == "check"):
             print(problem if command == "check" else f"saved: {problem.split(' ')[0]}")

@@ -1,0 +1,336 @@
+"""The rendered book (issue 20): how tools/book.py makes its pages, and every page opened in headless Chromium.
+
+The first tests check the page-making on small inputs and run with the default `pytest`. The browser tests are
+marked `book`, so the default `pytest` leaves them out. `.ci/run` builds the book in quick mode first
+(`python -m tools.book --quick`) and then runs `python -m pytest -m book tests/test_book.py tests/test_workshop.py`.
+The site checked is `$BOOK_SITE`, else `site/`; when neither holds a book, the test builds one in quick mode
+(several minutes). It needs Debian's `chromium` and `chromium-driver` packages and the `[book]` extra (Selenium);
+without Chromium it is skipped, saying which packages to install.
+
+Each page is served over HTTP from 127.0.0.1, as GitHub Pages would serve it, with every other host unreachable
+(so a resource fetched from the internet fails here on any machine). Asserted: no console error, every image
+loaded (natural width > 0), every link inside the site reaching an existing page, file and anchor, a banner and a
+Colab badge on each notebook's page, and the build's record on the landing page. A screenshot of each page is
+saved under the test's temporary folder (its path is printed).
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urlparse
+
+import pytest
+
+from tools import book
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
+CHROMEDRIVER = shutil.which("chromedriver")
+MISSING = ("headless Chromium is missing: install Debian's packages `chromium` and `chromium-driver` "
+           "(apt-get install -y chromium chromium-driver; .ci/run does)")
+
+
+# ---------------------------------------------------------------- making the pages (default run)
+
+
+def _nb(cells, metadata=None):
+    import nbformat
+
+    return nbformat.from_dict({"cells": cells, "metadata": metadata or {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def _md(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def _code(text, outputs=()):
+    return {"cell_type": "code", "metadata": {}, "source": text, "outputs": list(outputs), "execution_count": 1}
+
+
+def _stream(text):
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+def test_the_book_takes_every_numbered_notebook():
+    found = book.discover()
+    assert [p.name for p in found] == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert [p.name[:2] for p in book.discover(["01", "04_tfdata_mnist"])] == ["01", "04"]
+
+
+def test_the_probe_reports_what_the_kernel_used(monkeypatch, capsys):
+    """The cell run after a notebook's last one: which datasets came from where, quick mode, data made by helpers."""
+    import sys
+    import types
+
+    from helpers.data import datasets
+
+    made = types.ModuleType("helpers.data.toys", "Toy images, drawn here.\n\nMore words.")
+    monkeypatch.setitem(sys.modules, "helpers.data.toys", made)      # data a notebook's helper module made
+    monkeypatch.setitem(datasets._sources, "mnist", "stand-in (generated)")
+    monkeypatch.setenv("TUTORIAL_QUICK", "1")
+    exec(compile(book.PROBE, "probe", "exec"), {})
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("BOOK-PROBE ")
+    report = json.loads(line.removeprefix("BOOK-PROBE "))
+    assert report["sources"]["mnist"] == "stand-in (generated)" and report["quick"] is True
+    assert report["made"]["toys"] == "Toy images, drawn here"
+
+
+def test_links_between_notebooks_point_at_pages_or_github():
+    text = ("[next](02_b.ipynb) [later](03_c.ipynb#setup) [table](notebooks/02_b.ipynb) "
+            "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.example/x)")
+    out = book.rewrite_links(text, {"02_b.ipynb"})
+    assert "[next](02_b.ipynb)" in out and "[table](02_b.ipynb)" in out           # MyST turns these into pages
+    assert "[later](https://github.com/" in out and "notebooks/03_c.ipynb#setup)" in out   # not in this book
+    assert "](colab-badge.svg)" in out and "assets/colab-badge.svg" not in out      # served by the site itself
+
+
+def test_the_banner_says_which_mode_and_data():
+    quick = book.banner(_nb([]), {"seconds": 23.4, "quick": True, "errors": [], "branch": "the CPU branch",
+                                  "sources": {"mnist": "stand-in (generated)"}}, "2026-01-02 10:00 UTC")
+    assert "quick run on generated stand-in data" in quick and "TUTORIAL_QUICK=1" in quick
+    assert "MNIST: a generated stand-in, not the real MNIST" in quick and ":class: warning book-banner" in quick
+    assert "Executed 2026-01-02 10:00 UTC in 23 s, the CPU branch" in quick
+    full = book.banner(_nb([]), {"seconds": 300, "quick": False, "errors": [],
+                                 "sources": {"cifar10": "file /x/data/cifar-10-batches-py"}}, "d")
+    assert "full run on the real data" in full and "from `data/cifar-10-batches-py`" in full and ":class: note" in full
+    failed = book.banner(_nb([]), {"seconds": 1, "quick": True, "errors": ["cell 9: AssertionError: no"]}, "d")
+    assert "This run failed" in failed and ":class: danger" in failed and "AssertionError" in failed
+
+
+def test_data_a_notebook_makes_is_named_from_its_module():
+    text = book.banner(_nb([]), {"seconds": 9, "quick": True, "errors": [], "sources": {},
+                                 "made": {"photos": "A folder of real photographs to practise on"}}, "d")
+    assert "Data: `helpers.data.photos`, a folder of real photographs to practise on." in text
+
+
+def test_tensorflows_start_up_lines_are_left_off_the_page():
+    startup = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+               "I0000 00:00:1796179092.563947    5958 port.cc:153] oneDNN custom operations are on.\n")
+    nb = _nb([_code("import x", [dict(_stream(startup), name="stderr"), dict(_stream("UserWarning: kept\n"),
+                                                                              name="stderr"), _stream("hello\n")])])
+    book.drop_startup_lines(nb)
+    assert [o["text"] for o in nb["cells"][0]["outputs"]] == ["UserWarning: kept\n", "hello\n"]
+
+
+def test_the_data_is_read_from_the_stand_in_announcement_when_the_probe_saw_nothing():
+    nb = _nb([_code("load_mnist()", [_stream("Quick mode: MNIST is not in /d and could not be downloaded, so this "
+                                             "run uses a generated stand-in (12,000 train / 2,000 test images)\n")])])
+    assert book.data_sources(nb, {}) == {"mnist": "stand-in (generated)"}
+
+
+def test_a_progress_bar_becomes_its_last_state():
+    state = {"hb": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_a", "IPY_MODEL_b", "IPY_MODEL_c"]}},
+             "a": {"model_name": "HTMLModel", "state": {"value": "train:\u2007100%"}},
+             "b": {"model_name": "FloatProgressModel", "state": {"value": 8.0, "max": 8.0}},
+             "c": {"model_name": "HTMLModel", "state": {"value": "\u20078/8\u2007[00:01&lt;00:00]"}}}
+    widget = {"output_type": "display_data", "metadata": {},
+              "data": {"text/plain": "train:   0%|", book.WIDGET_VIEW: {"model_id": "hb", "version_major": 2}}}
+    nb = _nb([_code("write()", [widget])], {"widgets": {book.WIDGET_STATE: {"state": state}}})
+    book.settle_widgets(nb)
+    assert nb["cells"][0]["outputs"] == [_stream("train: 100%|██████████| 8/8 [00:01<00:00]\n")]
+    assert "widgets" not in nb["metadata"]
+
+
+def test_a_page_has_its_banner_under_the_title_and_long_outputs_scroll(tmp_path):
+    nb = _nb([_md("# 09 · Title\n\n[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](u)"),
+              _code("print(1)", [_stream("line\n" * 50)]), _code("print(2)", [_stream("short\n")])])
+    record = {"seconds": 5, "quick": True, "errors": [], "sources": {}}
+    made = book.page(nb, record, "d", {"09_title.ipynb"}, tmp_path / "09_title.ipynb")
+    assert [c.cell_type for c in made.cells] == ["markdown", "markdown", "code", "code"]
+    assert "book-banner" in made.cells[1].source and "none of the series' datasets" in made.cells[1].source
+    assert made.cells[2].metadata["tags"] == ["scroll-output"] and "tags" not in made.cells[3].metadata
+    bare = book.page(_nb([_md("# 09 · Title")]), record, "d", set(), tmp_path / "09_title.ipynb")
+    assert "colab-badge.svg" in bare.cells[1].source, "a notebook without a badge gets one in its banner"
+
+
+def test_the_landing_page_holds_the_readme_table_and_the_build():
+    names = [p.name for p in book.discover()]
+    run = {"date": "2026-01-02 10:00 UTC", "quick": True, "cpu": "a CPU", "cores": 2,
+           "versions": {"Python": "3.11.7", "tensorflow": "2.21.0"},
+           "notebooks": {n: {"seconds": 10 + i, "errors": [], "sources": {"mnist": "stand-in (generated)"},
+                             "branch": "the CPU branch"} for i, n in enumerate(names)}}
+    text = book.landing(run, names)
+    assert "## The notebooks" in text and "| # | Notebook |" in text and "](notebooks/" not in text
+    assert f"]({names[0]})" in text and "2026-01-02 10:00 UTC" in text and "tensorflow 2.21.0" in text
+    assert all(f"| {10 + i} s |" in text for i in range(len(names)))
+    assert "workshop" in text
+
+
+# ---------------------------------------------------------------- the site in a browser (marked `book`)
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    chosen = Path(os.environ.get("BOOK_SITE", ROOT / "site"))
+    if (chosen / "index.html").exists() and (chosen / "build-record.json").exists():
+        return chosen
+    out = tmp_path_factory.mktemp("site")
+    assert book.main(["--quick", "--out", str(out)]) == 0, "the book did not build: see its output above"
+    return out
+
+
+@pytest.fixture(scope="session")
+def served(site):
+    handler = functools.partial(Quiet, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip(MISSING)
+    webdriver = pytest.importorskip("selenium.webdriver", reason='Selenium is missing: pip install -e ".[book]"')
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def pages(site: Path) -> list[str]:
+    """The site's pages: its HTML files outside Sphinx's underscore folders (theme templates live there)."""
+    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html")
+                  if not any(part.startswith("_") for part in p.relative_to(site).parts))
+
+
+WAIT_FOR_IMAGES = """
+const done = arguments[arguments.length - 1];
+const started = Date.now();
+(function wait() {
+  const pending = [...document.images].filter(i => !i.complete);
+  if ((pending.length === 0 && document.readyState === "complete") || Date.now() - started > 15000) {
+    const mathjax = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;
+    if (mathjax) mathjax.then(() => done(true), () => done(false));   // formulas typeset first
+    else if (document.querySelector("span.math, div.math") && Date.now() - started < 15000) setTimeout(wait, 100);
+    else done(true);
+  } else setTimeout(wait, 100);
+})();
+"""
+COLLECT = """
+return {
+  title: document.title,
+  images: [...document.images].map(i => [i.currentSrc || i.src, i.naturalWidth]),
+  links: [...document.querySelectorAll("a[href]")].map(a => a.href),
+  ids: [...document.querySelectorAll("[id]")].map(e => e.id),
+  banners: [...document.querySelectorAll(".book-banner")].map(e => e.innerText),
+  toc: document.querySelectorAll(".page-toc .toc-entry a").length,
+  raw_math: [...document.querySelectorAll("span.math, div.math")].map(e => e.innerText).filter(t => t.includes("\\\\")),
+  text: document.body.innerText,
+};
+"""
+
+
+@pytest.fixture(scope="session")
+def browsed(site, served, browser, tmp_path_factory) -> dict[str, dict]:
+    """Open every page once; keep what each showed, its console messages, and a screenshot."""
+    shots = tmp_path_factory.mktemp("screenshots")
+    print(f"\nscreenshots of every page: {shots}")
+    seen = {}
+    browser.get_log("browser")                      # start from an empty log
+    for name in pages(site):
+        browser.get(served + name)
+        browser.execute_async_script(WAIT_FOR_IMAGES)
+        found = browser.execute_script(COLLECT)
+        found["console"] = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        browser.save_screenshot(str(shots / (name.replace("/", "__") + ".png")))
+        seen[name] = found
+    assert seen, f"no page in {site}"
+    return seen
+
+
+@pytest.mark.book
+def test_every_page_loads_without_console_errors(browsed):
+    errors = {name: [e["message"] for e in page["console"]] for name, page in browsed.items() if page["console"]}
+    assert not errors, json.dumps(errors, indent=1)
+
+
+@pytest.mark.book
+def test_every_image_loaded(browsed):
+    broken = {name: [src for src, width in page["images"] if not width] for name, page in browsed.items()}
+    assert not {k: v for k, v in broken.items() if v}, broken
+    assert any(page["images"] for page in browsed.values()), "no image anywhere: were the charts rendered?"
+
+
+@pytest.mark.book
+def test_every_formula_is_typeset(browsed):
+    raw = {name: page["raw_math"] for name, page in browsed.items() if page["raw_math"]}
+    assert not raw, f"formulas MathJax left as TeX source: {raw}"
+
+
+@pytest.mark.book
+def test_every_internal_link_resolves(site, served, browsed):
+    ids_of = {name: set(page["ids"]) for name, page in browsed.items()}
+    broken = []
+    for name, page in browsed.items():
+        for href in page["links"]:
+            if not href.startswith(served):
+                continue
+            target, fragment = urldefrag(href)
+            path = unquote(urlparse(target).path).lstrip("/") or "index.html"
+            if path.endswith("/"):
+                path += "index.html"
+            if not (site / path).is_file():
+                broken.append(f"{name}: {href} (no file {path})")
+            elif fragment and path.endswith(".html"):
+                ids = ids_of.get(path) or set(re.findall(r'id="([^"]+)"', (site / path).read_text(encoding="utf-8")))
+                if unquote(fragment) not in ids:
+                    broken.append(f"{name}: {href} (no anchor #{fragment} in {path})")
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.book
+def test_each_notebook_has_a_page_with_banner_badge_and_contents(site, served, browsed):
+    record = json.loads((site / "build-record.json").read_text(encoding="utf-8"))
+    assert record["notebooks"], "the build recorded no notebook"
+    for notebook, run in record["notebooks"].items():
+        name = notebook.replace(".ipynb", ".html")
+        assert name in browsed, f"no page for {notebook}"
+        page = browsed[name]
+        assert len(page["banners"]) == 1, f"{name}: {len(page['banners'])} banners"
+        banner = page["banners"][0]
+        assert ("quick run" in banner and "TUTORIAL_QUICK=1" in banner) if run["quick"] else "full run" in banner
+        assert "Data:" in banner and "Executed" in banner
+        assert any("colab.research.google.com/github/" in href for href in page["links"]), f"{name}: no Colab link"
+        assert any("colab-badge" in src and width for src, width in page["images"]), f"{name}: no Colab badge"
+        assert page["toc"] >= 3, f"{name}: no table of contents of its own"
+        # Links between notebooks point at pages, never at .ipynb files of the site.
+        assert not [h for h in page["links"] if h.startswith(served) and re.search(r"/\d\d_\w+\.ipynb", h)
+                    and "/_sources/" not in h], f"{name} links to a notebook file instead of its page"
+
+
+@pytest.mark.book
+def test_the_landing_page_records_the_build(site, browsed):
+    record = json.loads((site / "build-record.json").read_text(encoding="utf-8"))
+    text = browsed["index.html"]["text"]
+    assert record["date"] in text
+    assert all(f"{name} {version}" in text for name, version in record["versions"].items())
+    for notebook, run in record["notebooks"].items():
+        assert f"{run['seconds']:.0f} s" in text, f"the landing page lacks {notebook}'s run time"
+    links = browsed["index.html"]["links"]
+    for notebook in record["notebooks"]:
+        assert any(href.endswith(notebook.replace(".ipynb", ".html")) for href in links), notebook
+    assert any(href.endswith("workshop.html") for href in links)

@@ -1,0 +1,241 @@
+"""The workshop kit (issue 20): learner copies without solutions, the plans' arithmetic, quick mode switched from
+inside a notebook, and the offline preparation's report of what it could not make.
+
+The one test that executes a notebook (a learner copy of 01, in quick mode) is marked `book`: the default `pytest`
+leaves it out, `.ci/run` runs it with the browser test (`python -m pytest -m book ...`).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_small_cifar_folder, write_small_mnist_npz
+from tools import notebooks as nbtool
+from tools import workshop
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _text(cell: dict) -> str:
+    return "".join(cell.get("source", ""))
+
+
+def _solution_cells(cells: list[dict]) -> list[str]:
+    return [_text(c) for c in cells if c["cell_type"] == "code" and _text(c).lstrip().startswith("# Solution")]
+
+
+# ---------------------------------------------------------------- learner copies
+
+
+def test_learner_copies_hold_no_solution_and_keep_the_originals(tmp_path):
+    originals = {p: p.read_bytes() for p in nbtool.notebooks()}
+    written = nbtool.write_learner_copies(tmp_path)
+    assert {p.name for p, _ in written} == {p.name for p in originals}
+    for copy, removed in written:
+        source, learner = _cells(ROOT / "notebooks" / copy.name), _cells(copy)
+        exercises = len(_solution_cells(source))
+        assert exercises and removed >= exercises, copy.name
+        assert not _solution_cells(learner), f"{copy.name} still holds a solution"
+        # Every cell before the solutions is kept (the checks among them), and so is the summary after them.
+        assert [_text(c) for c in learner if "## Check your work" in _text(c)]
+        assert any("## Summary" in _text(c) for c in learner)
+        assert len(learner) == len(source) - removed + exercises, copy.name
+        answers = [c for c in learner if _text(c).startswith("# Exercise ")]
+        assert len(answers) == exercises and all(c["outputs"] == [] for c in answers)
+        assert not any("Solutions are below" in _text(c) for c in learner)
+        assert all(not c.get("outputs") for c in learner if c["cell_type"] == "code")
+    assert {p: p.read_bytes() for p in originals} == originals, "the instructor's notebooks changed"
+
+
+def test_learner_copies_never_overwrite_the_originals():
+    with pytest.raises(ValueError, match="instructor"):
+        nbtool.write_learner_copies(ROOT / "notebooks")
+    assert nbtool.main(["strip-solutions", str(ROOT / "notebooks")]) == 2
+
+
+def test_a_notebook_without_solutions_is_copied_as_it_is():
+    cells = [{"cell_type": "markdown", "source": "## Exercises\n\n1. Think."}, {"cell_type": "code", "source": "1"}]
+    assert nbtool.strip_solutions(cells) == (cells, 0)
+
+
+@pytest.mark.book
+def test_the_learner_copy_of_01_runs_and_passes_its_checks(tmp_path):
+    """A learner copy executed in quick mode: every cell runs and the checks pass without the solutions."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    (copy, removed), = nbtool.write_learner_copies(tmp_path, [ROOT / "notebooks" / "01_generators_and_iterables.ipynb"])
+    nb = nbformat.read(copy, as_version=4)
+    assert removed >= 3 and not _solution_cells(nb.cells)
+    env = dict(os.environ, TUTORIAL_QUICK="1", MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="3")
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client.execute(env=env)
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "All checks passed." in printed
+
+
+# ---------------------------------------------------------------- quick mode from inside a notebook
+
+
+def test_quick_mode_is_read_when_called(monkeypatch):
+    """`%env TUTORIAL_QUICK=1` in a running kernel works because the helpers read the variable at each call."""
+    from helpers.setup.config import pick, quick_mode
+
+    monkeypatch.setenv("TUTORIAL_QUICK", "0")
+    assert not quick_mode() and pick(quick=1, full=2) == 2
+    os.environ["TUTORIAL_QUICK"] = "1"          # what `%env TUTORIAL_QUICK=1` does in the kernel
+    assert quick_mode() and pick(quick=1, full=2) == 1
+
+
+def test_no_helper_reads_quick_mode_at_import():
+    """Nothing under helpers/ calls quick_mode(), pick() or data_dir() outside a function, so a switch made in a
+    notebook after `import helpers...` still takes effect."""
+    offenders = []
+    for path in (ROOT / "helpers").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stack = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+        stack += [b for c in classes for b in c.body if not isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for node in stack:
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+                if name in {"quick_mode", "pick", "data_dir"}:
+                    offenders.append(f"{path.relative_to(ROOT)}:{call.lineno}")
+    assert not offenders, offenders
+
+
+# ---------------------------------------------------------------- the plans
+
+
+def _toy_notebook(path: Path) -> Path:
+    md = lambda s: {"cell_type": "markdown", "metadata": {}, "source": s}
+    code = lambda s: {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": s}
+    cells = [md("# 09 · Toy"), md("## Overview\n\none two three"), md("## Setup"), code("import os"),
+             md("## 1. First\n\n" + "word " * 150), code("a = 1\nb = 2\n\nc = 3"),
+             md("## 2. Second\n\n" + "word " * 300), code("d = 4"),
+             md("## Check your work"), code("assert a"),
+             md("## Exercises\n\n1. " + "do " * 15 + "\n2. " + "think " * 30),
+             md("### Solutions"), code("# Solution 1\nx = 1\ny = 2"), code("# Solution 2\nz = 3"),
+             md("## Summary\n\nbye")]
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_a_block_is_reading_plus_code_plus_waiting_plus_exercises(tmp_path):
+    path = _toy_notebook(tmp_path / "09_toy.ipynb")
+    sections, exercises = workshop.read(path)
+    assert [s.key for s in sections] == ["Title", "Overview", "Setup", "1", "2", "Check your work", "Exercises",
+                                         "Summary"]
+    first = next(s for s in sections if s.key == "1")
+    assert (first.words, first.code_cells, first.code_lines) == (152, [5], 3)
+    assert [(e.number, e.words, e.solution_lines) for e in exercises] == [(1, 15, 2), (2, 30, 1)]
+    record = {"notebooks": {path.name: {"cells": [[3, 6.0], [5, 30.0], [7, 60.0], [9, 0.0], [12, 12.0],
+                                                  [13, 600.0]]}}}
+    b = workshop.block("toy", path, ["1"], [1], record)
+    taught_words = 3 + 4 + 1 + 152 + 2        # title, overview, setup, §1, summary: headings count too
+    assert b.reading == pytest.approx(taught_words / workshop.READ_WPM)
+    assert b.code == pytest.approx(2 * workshop.CELL_MINUTES + (1 + 3) * workshop.LINE_MINUTES)   # setup and §1
+    assert b.waiting == pytest.approx((6 + 30 + 60 + 0) / 60)      # every cell but the solutions, taught or not
+    assert b.practice == pytest.approx(15 / workshop.READ_WPM + 2 * workshop.WRITE_MINUTES + 12 / 60)
+    assert b.taught == ["1"] and b.exercises == [1]
+    assert workshop.block("toy", path, "all", "all", record).exercises == [1, 2]
+
+
+def test_each_part_of_each_plan_fits_its_time_before_waiting():
+    """The plans fit their mornings, afternoons and days on reading, code and exercises alone; the page says
+    whether they still fit with the run's waiting."""
+    from tools.book import discover
+
+    for name, parts in workshop.plans(None, discover()).items():
+        for label, budget, blocks in parts:
+            total = sum(b.minutes for b in blocks)
+            assert 0 < total <= budget, f"{name}, {label}: {total:.0f} min for {budget:.0f}"
+
+
+def test_the_instructors_page_names_what_each_plan_leaves_out():
+    from tools.book import discover
+
+    text = workshop.page(None, discover())
+    for heading in ("## One day", "### Morning", "### Afternoon", "## Two days", "### Day 1", "### Day 2",
+                    "## How the time of a block is computed", "%env TUTORIAL_QUICK=1", "strip-solutions",
+                    "python -m tools.workshop prepare"):
+        assert heading in text
+    assert "Left out" in text and "§8 (Why a Python generator does not run in parallel)" in text
+
+
+# ---------------------------------------------------------------- preparing the room offline
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """pip and the dataset downloads fail as they do with no network, on any machine."""
+    from helpers.data import datasets
+
+    def fetch(url, dest, sha256, chunk=1 << 16):
+        raise OSError(f"no network in this test ({url})")
+
+    monkeypatch.setattr(datasets, "fetch", fetch)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+
+
+def test_prepare_offline_names_each_missing_part(tmp_path, monkeypatch, no_network, capsys):
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(tmp_path / "empty-data"))
+    kit = tmp_path / "kit"
+    assert workshop.prepare(kit) == 1
+    err = capsys.readouterr().err
+    assert "data: MISSING" in err and "MNIST" in err and "CIFAR-10" in err and "datasets download" in err
+    assert "wheels: MISSING" in err and "pip download" in err
+    readme = (kit / "README.txt").read_text()
+    assert "series: ok" in readme and "data: MISSING" in readme and "wheels: MISSING" in readme
+    series = kit / "bigger-than-memory"
+    assert (series / "pyproject.toml").exists() and (series / "helpers" / "setup" / "config.py").exists()
+    copies = sorted((series / "notebooks").glob("*.ipynb"))
+    assert [p.name for p in copies] == [p.name for p in nbtool.notebooks()]
+    assert not any(_solution_cells(_cells(p)) for p in copies)
+
+
+def test_prepare_copies_the_datasets_this_checkout_has(tmp_path, monkeypatch, no_network, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_small_mnist_npz(data / "mnist.npz")
+    write_small_cifar_folder(data / "cifar-10-batches-py")
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(data))
+    assert workshop.prepare(tmp_path / "kit") == 1          # the wheels still cannot be downloaded
+    out, err = capsys.readouterr()
+    assert "data: ok" in out and "wheels: MISSING" in err
+    copied = tmp_path / "kit" / "bigger-than-memory" / "data"
+    assert (copied / "mnist.npz").read_bytes() == (data / "mnist.npz").read_bytes()
+    assert len(list((copied / "cifar-10-batches-py").iterdir())) == 6
+
+
+def test_prepare_refuses_a_folder_inside_the_checkout(capsys):
+    assert workshop.prepare(ROOT / "notebooks" / "kit") == 2
+    assert "outside this checkout" in capsys.readouterr().err
+
+
+def test_the_wheel_folder_asks_for_every_package_the_room_installs(tmp_path, monkeypatch):
+    """`pip download` gets requirements.txt's packages, the series' extras and its build tools, at tested versions."""
+    asked = {}
+
+    def run(command, **kwargs):
+        asked["command"] = command
+        asked["requirements"] = Path(command[command.index("-r") + 1]).read_text()
+        return workshop.subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(workshop.subprocess, "run", run)
+    ok, text = workshop._prepare_wheels(tmp_path / "wheels")
+    assert ok, text
+    wanted = asked["requirements"].split()
+    assert "-e" not in asked["requirements"] and {"tensorflow>=2.16", "jupyterlab>=4.0", "setuptools>=68"} <= set(wanted)
+    assert any(w.startswith("apache-beam[tfrecord]") for w in wanted)       # the [scale] extra of `-e .[scale,...]`
+    assert asked["command"][-2:] == ["-c", str(ROOT / "constraints.txt")]

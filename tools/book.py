@@ -1,0 +1,550 @@
+"""The series as a book: execute every notebook once, then render the outputs with Sphinx + MyST-NB into site/.
+
+    python -m tools.book --quick          # offline: generated stand-ins, small sizes (a few minutes on 2 cores)
+    python -m tools.book                  # a full run on the real data (data/, or Keras's download)
+    python -m tools.book --quick --only 01,04 --out /tmp/site
+    python -m tools.book --render-only    # render the last run again (after changing the book's pages, not a notebook)
+
+Needs the `[book]` extra (`pip install -e ".[book]"`: Sphinx, MyST-NB, the book theme, a local MathJax). Open
+`site/index.html` in a browser, or serve it: `python -m http.server -d site`.
+
+How it works. Every `notebooks/NN_*.ipynb` is executed in a fresh kernel (working directory notebooks/, as pytest
+runs them), into a copy under build/book/: nothing is written into notebooks/. The run records each notebook's wall
+time and each cell's, and, from inside the kernel after the last cell, where each dataset came from and whether quick
+mode was on. The pages are then made from those copies: a banner on each says which data and mode its outputs come
+from, links between notebooks point at their pages, the Colab badge is served from the site itself (the book must
+load offline), long text outputs scroll, progress bars (widgets) show their last state as text, and TensorFlow's C++
+start-up lines are left out (every other output is shown as the run made it). The landing page holds the README's
+table of notebooks, the date, versions, device and each notebook's run time; the instructor's page (tools/workshop.py) is made from the same run.
+A notebook whose run raised an error is still rendered, with a red banner, and the build exits with status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from tools.notebooks import colab_url, github_url
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = ROOT / "notebooks"
+SCRATCH = ROOT / "build" / "book"
+ASSETS = Path(__file__).resolve().parent / "book_assets"
+NOTEBOOK_NAME = re.compile(r"^\d\d_\w+\.ipynb$")
+CELL_TIMEOUT = 900
+SCROLL_LINES = 40          # text outputs longer than this get a scroll box on the page
+BANNER_CLASS = "book-banner"
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"   # MPLBACKEND=Agg (pytest's) would draw no chart
+# Run in the kernel after the notebook's last cell: what the run really used, read from the helpers themselves.
+PROBE = """\
+import json as _json, sys as _sys
+_report = {}
+_datasets = _sys.modules.get("helpers.data.datasets")
+if _datasets is not None:
+    _names = getattr(_datasets, "DISPLAY_NAMES", ("mnist", "cifar10"))
+    _report["sources"] = {_n: _datasets.source_of(_n) for _n in _names if _datasets.source_of(_n) != "not loaded yet"}
+_config = _sys.modules.get("helpers.setup.config")
+if _config is not None:
+    _report["quick"] = _config.quick_mode()
+_report["made"] = {_n.rsplit(".", 1)[1]: (_m.__doc__ or "").strip().split("\\n")[0].rstrip(".")
+                  for _n, _m in list(_sys.modules.items())
+                  if _n.startswith("helpers.data.") and _n.rsplit(".", 1)[1] not in ("datasets", "standins", "labels")}
+_setup = _sys.modules.get("helpers.setup.notebook")
+try:
+    _report["branch"] = str(_setup.branch())
+except Exception:
+    pass
+print("BOOK-PROBE " + _json.dumps(_report))
+"""
+STANDIN_LINE = re.compile(r"Quick mode: (\S+) is not in .*? uses a generated stand-in")
+VERSIONS = ["tensorflow", "keras", "numpy", "sphinx", "myst-nb", "sphinx-book-theme"]
+
+
+# ---------------------------------------------------------------- which notebooks
+
+
+def discover(only: list[str] | None = None) -> list[Path]:
+    """Every `notebooks/NN_*.ipynb`, in order; with `only`, those whose number or name is listed."""
+    found = sorted(p for p in NOTEBOOK_DIR.glob("*.ipynb") if NOTEBOOK_NAME.match(p.name))
+    if only:
+        found = [p for p in found if p.name[:2] in only or p.stem in only or p.name in only]
+    return found
+
+
+# ---------------------------------------------------------------- executing
+
+
+def kernel_env(quick: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TUTORIAL_QUICK"] = "1" if quick else "0"
+    env["MPLBACKEND"] = INLINE_BACKEND
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    return env
+
+
+def cell_seconds(cell: dict) -> float | None:
+    """How long a code cell ran, from the timestamps nbclient records (record_timing)."""
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return None
+    parse = lambda s: dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    return round((parse(end) - parse(start)).total_seconds(), 3)
+
+
+def execute(path: Path, quick: bool, log: Path) -> tuple[dict, dict]:
+    """Execute a copy of one notebook; return the executed notebook and what the run recorded.
+
+    The kernel's own stderr (TensorFlow's start-up lines) goes to `log`; cells' outputs go into the notebook.
+    """
+    import warnings
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # cells without ids: normalize() gives them ids
+        nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        nb = nbformat.validator.normalize(nb)[1]
+    nb = nbformat.from_dict(nb)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=True, record_timing=True,
+                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    started, failure = time.perf_counter(), None
+    with open(log, "w") as stderr:
+        try:
+            client.execute(env=kernel_env(quick), stderr=stderr)
+        except Exception as e:                   # a cell over the timeout, a kernel that died: the run stops there
+            last = (str(e).strip().splitlines() or [""])[-1]
+            failure = f"the run stopped: {type(e).__name__}: {last}"
+    seconds = time.perf_counter() - started
+    probe = nb.cells.pop()
+    record = {"seconds": round(seconds, 1), "quick": quick, "cells": [], "errors": [failure] if failure else []}
+    for out in probe.get("outputs", []):
+        for line in out.get("text", "").splitlines():
+            if line.startswith("BOOK-PROBE "):
+                record.update(json.loads(line.removeprefix("BOOK-PROBE ")))
+    for number, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        record["cells"].append([number, cell_seconds(cell)])
+        cell.metadata.pop("execution", None)
+        for out in cell.get("outputs", []):
+            if out.output_type == "error":
+                record["errors"].append(f"cell {number}: {out.ename}: {out.evalue}"[:300])
+    return nb, record
+
+
+# ---------------------------------------------------------------- what a page's outputs come from
+
+
+def data_sources(nb: dict, record: dict) -> dict[str, str]:
+    """Dataset name → where it came from: the probe's answer, or else the stand-in announcements in the outputs."""
+    sources = dict(record.get("sources") or {})
+    if not sources:
+        for cell in nb["cells"]:
+            for out in cell.get("outputs", []):
+                for name in STANDIN_LINE.findall(out.get("text", "")):
+                    sources[name.lower().replace("-", "")] = "stand-in (generated)"
+    return sources
+
+
+DISPLAY = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
+
+
+def describe_source(name: str, source: str) -> str:
+    """What the banner says of one dataset's source.
+
+    >>> describe_source("mnist", "stand-in (generated)")
+    'MNIST: a generated stand-in, not the real MNIST'
+    """
+    label = DISPLAY.get(name, name)
+    if source.startswith("stand-in"):
+        return f"{label}: a generated stand-in, not the real {label}"
+    if source.startswith("file "):
+        where = Path(source.removeprefix("file "))
+        return f"{label}: the real dataset, from `{where.parent.name}/{where.name}`"
+    if "keras" in source:
+        return f"{label}: the real dataset, downloaded by Keras"
+    return f"{label}: {source}"
+
+
+def short_source(name: str, source: str) -> str:
+    """The landing page's shorter word for it.
+
+    >>> short_source("cifar10", "stand-in (generated)"), short_source("mnist", "file /x/data/mnist.npz")
+    ('CIFAR-10 stand-in (generated)', 'MNIST from `data/mnist.npz`')
+    """
+    label = DISPLAY.get(name, name)
+    if source.startswith("stand-in"):
+        return f"{label} stand-in (generated)"
+    if source.startswith("file "):
+        where = Path(source.removeprefix("file "))
+        return f"{label} from `{where.parent.name}/{where.name}`"
+    return f"{label} (downloaded by Keras)" if "keras" in source else f"{label}: {source}"
+
+
+def banner(nb: dict, record: dict, date: str) -> str:
+    """The note at the top of a page: which mode and data its outputs come from, and when they were made."""
+    sources = data_sources(nb, record)
+    quick = record.get("quick", True)
+    standin = any(s.startswith("stand-in") for s in sources.values())
+    if quick:
+        title = "Outputs from a quick run" + (" on generated stand-in data" if standin else "")
+        mode = ("Quick mode (`TUTORIAL_QUICK=1`): small sizes and few epochs, so numbers, charts and timings are "
+                "smaller than a full run's")
+    else:
+        title = "Outputs from a full run" + (" on the real data" if sources and not standin else "")
+        mode = "A full run (`TUTORIAL_QUICK=0`): the sizes the notebook is written for"
+    described = [describe_source(n, s) for n, s in sorted(sources.items())]
+    described += [f"`helpers.data.{name}`, {what[0].lower()}{what[1:]}" if what else f"`helpers.data.{name}`"
+                  for name, what in sorted((record.get("made") or {}).items())]
+    data = "; ".join(described) or "none of the series' datasets (the notebook makes its own)"
+    lines = [f"{mode}. Data: {data}.",
+             f"Executed {date} in {record['seconds']:.0f} s, {record.get('branch', 'device not recorded')}. "
+             "Every output below comes from that one run; open the notebook in Colab or JupyterLab to run it yourself."]
+    kind = "danger" if record["errors"] else ("warning" if quick or standin else "note")
+    if record["errors"]:
+        title = "This run failed: " + title[0].lower() + title[1:]
+        lines.append("Errors: " + "; ".join(f"`{e}`" for e in record["errors"][:3]))
+    return "\n".join([f"```{{admonition}} {title}", f":class: {kind} {BANNER_CLASS}", "", "\n\n".join(lines), "```"])
+
+
+# ---------------------------------------------------------------- pages
+
+
+def rewrite_links(text: str, in_book: set[str]) -> str:
+    """`NN_name.ipynb` links point at that notebook's page when it is in the book, otherwise at GitHub;
+    the Colab badge's image is served from the site (the book must load offline).
+
+    >>> rewrite_links("[next](02_b.ipynb) [x](03_c.ipynb#top)", {"02_b.ipynb"}).split(" ")[0]
+    '[next](02_b.ipynb)'
+    """
+    def link(match: re.Match) -> str:
+        name, anchor = match[2], match[3] or ""
+        if name in in_book:
+            return f"]({name}{anchor})"
+        return f"]({github_url(Path(name))}{anchor})"
+
+    text = re.sub(r"\]\((notebooks/)?(\d\d_\w+\.ipynb)(#[^)]*)?\)", link, text)
+    return text.replace(COLAB_BADGE, "colab-badge.svg")
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def settle_widgets(nb: dict) -> None:
+    """Progress bars (tqdm's widgets) become the text line of their final state, as tqdm prints in a terminal.
+
+    A static page cannot run a widget, and a widget's text fallback is its first state ("0%"); the state nbclient
+    saved at the end of the run holds the last one. Widgets without a saved state are dropped.
+    """
+    import html
+
+    state = nb.get("metadata", {}).pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+
+    def text_of(model_id: str) -> str | None:
+        model = state.get(model_id, {})
+        parts = []
+        for child in model.get("state", {}).get("children", []):
+            child = state.get(child.removeprefix("IPY_MODEL_"), {})
+            value = child.get("state", {})
+            if child.get("model_name") == "FloatProgressModel" and value.get("max"):
+                filled = round(10 * value.get("value", 0) / value["max"])
+                parts.append("|" + "█" * filled + " " * (10 - filled) + "|")
+            elif child.get("model_name") == "HTMLModel":
+                parts.append(html.unescape(value.get("value", "")).replace("\u2007", " "))
+        return "".join(parts).strip() or None
+
+    for cell in nb.get("cells", []):
+        kept = []
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get(WIDGET_VIEW)
+            if view is None:
+                kept.append(out)
+            elif (text := text_of(view.get("model_id", ""))) is not None:
+                kept.append({"output_type": "stream", "name": "stdout", "text": text + "\n"})
+        if "outputs" in cell:
+            cell["outputs"] = kept
+
+
+# TensorFlow's C++ start-up lines (absl's format), printed while its libraries load, before TF_CPP_MIN_LOG_LEVEL
+# applies: a notebook that imports TensorFlow before its setup cell's start() shows them. They are left off the pages.
+TF_STARTUP_LINE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to "
+                             r"STDERR|[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] .*)\n?", re.M)
+
+
+def drop_startup_lines(nb: dict) -> None:
+    """Remove TensorFlow's C++ start-up lines from stderr outputs (and outputs left empty by that)."""
+    for cell in nb.get("cells", []):
+        kept = []
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                text = out["text"] if isinstance(out["text"], str) else "".join(out["text"])
+                out["text"] = TF_STARTUP_LINE.sub("", text)
+                if not out["text"].strip():
+                    continue
+            kept.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+
+
+def page(nb: dict, record: dict, date: str, in_book: set[str], path: Path) -> dict:
+    """The notebook as the book shows it: links rewritten, a banner under the title, long outputs in a scroll box."""
+    import nbformat
+
+    nb = copy.deepcopy(nb)
+    settle_widgets(nb)
+    drop_startup_lines(nb)
+    nb = nbformat.from_dict(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = rewrite_links(cell.source, in_book)
+        elif _text_lines(cell) > SCROLL_LINES:
+            cell.metadata.setdefault("tags", []).append("scroll-output")
+    note = banner(nb, record, date)
+    if "colab-badge.svg" not in "".join(c.source for c in nb.cells if c.cell_type == "markdown"):
+        note += f"\n\n[![Open In Colab](colab-badge.svg)]({colab_url(path)})"
+    at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+    nb.cells.insert(at, nbformat.v4.new_markdown_cell(note))
+    return nb
+
+
+def _text_lines(cell: dict) -> int:
+    lines = 0
+    for out in cell.get("outputs", []):
+        text = out.get("text") or out.get("data", {}).get("text/plain", "")
+        lines += (text if isinstance(text, str) else "".join(text)).count("\n")
+    return lines
+
+
+def readme_section(heading: str) -> str:
+    """A `## heading` section of the README, without its heading."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return match[1].strip() if match else ""
+
+
+def versions() -> dict[str, str]:
+    found = {"Python": platform.python_version()}
+    for name in VERSIONS:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def landing(run: dict, names: list[str]) -> str:
+    """index.md: the README's opening and table of notebooks, then this build's date, versions, device and times."""
+    intro = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0].split("\n", 1)[1].strip()
+    table = rewrite_links(readme_section("The notebooks"), set(names))
+    mode = "quick mode (`TUTORIAL_QUICK=1`, generated stand-ins where the real data is missing)" if run["quick"] \
+        else "a full run (`TUTORIAL_QUICK=0`) on the data the notebooks found"
+    rows = []
+    for name in names:
+        rec = run["notebooks"][name]
+        data = ", ".join([short_source(n, s) for n, s in sorted((rec.get("sources") or {}).items())]
+                         + [f"`helpers.data.{n}`" for n in sorted(rec.get("made") or {})]) or "none"
+        result = f"**failed** ({len(rec['errors'])} error{'s' * (len(rec['errors']) > 1)})" if rec["errors"] \
+            else "checks passed"
+        rows.append(f"| [{name[:2]}]({name}) | {rec['seconds']:.0f} s | {data} | {result} |")
+    total = sum(run["notebooks"][n]["seconds"] for n in names)
+    branch = next((run["notebooks"][n].get("branch") for n in names if run["notebooks"][n].get("branch")), None)
+    version_list = " · ".join(f"{k} {v}" for k, v in run["versions"].items())
+    return "\n".join([
+        "# Bigger Than Memory", "", intro, "",
+        "## The notebooks", "", table, "",
+        "## This build", "",
+        f"Every output in this book comes from one run of each notebook, made on **{run['date']}** in {mode}, "
+        f"by `python -m tools.book{' --quick' if run['quick'] else ''}`. "
+        f"Device: {run['cpu']}, {run['cores']} cores; {branch or 'branch not recorded'}. Versions: {version_list}.",
+        "",
+        "| notebook | run time (kernel start included) | data | result |", "|---|---|---|---|", *rows, "",
+        f"All {len(names)} notebooks: {total / 60:.1f} min of execution. Each page starts with a banner saying which "
+        f"mode and data its outputs come from. The quick-mode and full-run times in the table of notebooks were "
+        f"measured on an idle machine; the times here are this build's.", "",
+        "For instructors: [a one-day and a two-day plan, and the workshop kit](workshop.md).", "",
+        "```{toctree}", ":hidden:", ":maxdepth: 1", "", *names, "workshop", "```", "",
+    ])
+
+
+CONF = """\
+# Generated by tools/book.py for one build: edit that file, not this one.
+project = "Bigger Than Memory"
+author = "the Bigger Than Memory authors"
+copyright = "the Bigger Than Memory authors"
+extensions = ["myst_nb", "sphinx.ext.githubpages"]
+exclude_patterns = []
+html_theme = "sphinx_book_theme"
+html_title = "Bigger Than Memory"
+html_static_path = ["_static"]
+html_css_files = ["book.css"]
+html_context = {{"default_mode": "light"}}   # the theme logs a console error without one
+html_theme_options = {{"repository_url": {repo!r}, "use_repository_button": True, "home_page_in_toc": True,
+                      "show_toc_level": 2}}
+html_last_updated_fmt = None
+nb_execution_mode = "off"          # tools/book.py executed the notebooks already, once, and recorded the run
+nb_merge_streams = True
+nb_ipywidgets_js = {{}}              # no widget JavaScript from a CDN: tools/book.py turned progress bars into text
+myst_enable_extensions = ["dollarmath"]
+myst_heading_anchors = 3
+mathjax_path = "mathjax/tex-svg.js"   # MathJax 3, copied into the site: the book must load offline; its SVG
+                                      # output draws glyphs as paths, so no font file is fetched either
+html_favicon = "favicon.svg"       # else browsers ask the server for /favicon.ico
+"""
+
+
+def mathjax_file() -> Path:
+    """MathJax 3's single-file TeX-to-SVG build, as the sphinx-mathjax-offline package ships it."""
+    return Path(metadata.distribution("sphinx-mathjax-offline").locate_file(
+        "sphinx-mathjax-offline/static/mathjax/tex-svg.js"))
+
+
+def render(run: dict, executed: dict[str, dict], src: Path, out: Path) -> list[str]:
+    """Write the Sphinx source for the run into `src` and build the HTML into `out`; return Sphinx's warnings."""
+    import nbformat
+    from sphinx.cmd.build import build_main
+
+    from helpers.setup.config import REPO_URL
+    from tools import workshop
+
+    if src.exists():
+        shutil.rmtree(src)
+    (src / "_static").mkdir(parents=True)
+    names = sorted(executed)
+    for name in names:
+        nb = page(executed[name], run["notebooks"][name], run["date"], set(names), NOTEBOOK_DIR / name)
+        nbformat.write(nb, src / name)
+    (src / "index.md").write_text(landing(run, names), encoding="utf-8")
+    (src / "workshop.md").write_text(workshop.page(run, [NOTEBOOK_DIR / n for n in names]), encoding="utf-8")
+    (src / "conf.py").write_text(CONF.format(repo=REPO_URL), encoding="utf-8")
+    shutil.copy(ASSETS / "colab-badge.svg", src / "colab-badge.svg")
+    shutil.copy(ASSETS / "favicon.svg", src / "favicon.svg")
+    shutil.copy(ASSETS / "book.css", src / "_static" / "book.css")
+    (src / "_static" / "mathjax").mkdir()
+    shutil.copy(mathjax_file(), src / "_static" / "mathjax" / "tex-svg.js")
+    # Sphinx writes into scratch/html (MyST-NB puts its own files beside the output folder, in jupyter_execute/),
+    # and the finished site is then copied to `out`.
+    html, warnings = src.parent / "html", src.parent / "sphinx-warnings.txt"
+    for stale in (html, out):
+        if stale.exists():
+            shutil.rmtree(stale)
+    status = build_main(["-b", "html", "-q", "-d", str(src.parent / "doctrees"), "-w", str(warnings),
+                         str(src), str(html)])
+    found = [w for w in warnings.read_text(encoding="utf-8").splitlines() if w.strip()] if warnings.exists() else []
+    if status:
+        found.append(f"sphinx-build exited with status {status}")
+    elif html.is_dir():
+        shutil.copytree(html, out)
+    return found
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _read(path: Path):
+    import nbformat
+
+    return nbformat.read(path, as_version=4)
+
+
+def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bool = False,
+          scratch: Path = SCRATCH) -> int:
+    """Execute (unless `render_only`) and render; print what happened; return the exit status."""
+    import nbformat
+
+    executed_dir, record_file = scratch / "executed", scratch / "record.json"
+    started = time.perf_counter()
+    if render_only:
+        if not record_file.exists():
+            print(f"error: no earlier run in {scratch}: build once without --render-only", file=sys.stderr)
+            return 2
+        run = json.loads(record_file.read_text(encoding="utf-8"))
+    else:
+        paths = discover(only)
+        if not paths:
+            print(f"error: no notebook matches {only} in {NOTEBOOK_DIR}", file=sys.stderr)
+            return 2
+        _check_renderer()
+        for folder in (executed_dir, scratch / "kernels"):
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+        run = {"date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), "quick": quick,
+               "versions": versions(), "cpu": cpu_name(), "cores": os.cpu_count(), "notebooks": {}}
+        for path in paths:
+            print(f"executing {path.name} ({'quick' if quick else 'full'}) ...", end=" ", flush=True)
+            nb, record = execute(path, quick, scratch / "kernels" / f"{path.stem}.log")
+            run["notebooks"][path.name] = record
+            nbformat.write(nb, executed_dir / path.name)
+            print(f"{record['seconds']:.0f} s" + (f", {len(record['errors'])} error(s)" if record["errors"] else ""))
+        run["execute_seconds"] = round(time.perf_counter() - started, 1)
+        record_file.write_text(json.dumps(run, indent=1), encoding="utf-8")
+    executed = {name: _read(executed_dir / name) for name in run["notebooks"]}
+    rendering = time.perf_counter()
+    warnings = render(run, executed, scratch / "src", out)
+    if out.is_dir():       # what the pages were made from, for the browser test and for readers
+        (out / "build-record.json").write_text(json.dumps(run, indent=1), encoding="utf-8")
+    print(f"rendered {len(executed)} pages into {out} in {time.perf_counter() - rendering:.0f} s; the build took "
+          f"{(time.perf_counter() - started) / 60:.1f} min" + ("" if render_only else
+                                                               f" (executing {run['execute_seconds'] / 60:.1f} min)"))
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    failed = [f"{name}: {e}" for name, rec in run["notebooks"].items() for e in rec["errors"]]
+    for f in failed:
+        print(f"error: {f}", file=sys.stderr)
+    if failed or warnings:
+        print(f"the book has {len(failed)} failed cell(s) and {len(warnings)} warning(s): see above", file=sys.stderr)
+        return 1
+    print(f"open {out / 'index.html'} (or: python -m http.server -d {out})")
+    return 0
+
+
+def _check_renderer() -> None:
+    """Fail before executing anything when the [book] extra is missing."""
+    missing = []
+    for name in ("sphinx", "myst-nb", "sphinx-book-theme", "sphinx-mathjax-offline"):
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        raise SystemExit(f"error: the book needs {', '.join(missing)}: pip install -e \".[book]\"")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.book", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="quick mode: small sizes, stand-ins when offline")
+    parser.add_argument("--out", type=Path, default=ROOT / "site", help="where the HTML goes (default: site/)")
+    parser.add_argument("--only", help="comma-separated notebook numbers or names, e.g. 01,04")
+    parser.add_argument("--render-only", action="store_true", help="render the last run again without executing")
+    args = parser.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",")] if args.only else None
+    return build(args.quick, args.out.resolve(), only, args.render_only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

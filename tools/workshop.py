@@ -1,0 +1,526 @@
+"""The workshop kit: a one-day and a two-day plan measured from the notebooks, and the offline preparation.
+
+    python -m tools.workshop measure           # per notebook and section: words, code cells and lines, run time
+    python -m tools.workshop plan              # the one-day and two-day plans (Markdown), from the last book build
+    python -m tools.workshop prepare DIR       # the folder to copy onto each machine: series, data, wheels
+
+Run times come from a book build's record (`python -m tools.book --quick` writes build/book/record.json): each
+cell's wall time in that run. How a block's learner time is computed (`minutes`):
+
+    reading   prose words of the sections taught / READ_WPM
+    code      per code cell taught: CELL_MINUTES (run it, look at the output) + its lines × LINE_MINUTES (read them)
+    waiting   the measured run time of EVERY cell of the notebook: learners run the sections they are not taught
+              too (later sections and the checks use their variables), they just do not stop to read them
+    exercises per exercise chosen: its statement at READ_WPM + its solution's lines × WRITE_MINUTES (writing
+              your own) + the solution's measured run time
+
+The rates (constants below): prose read to learn it at 150 words a minute, a line of code written at a minute, half
+a minute to run a cell and look at its output; the rate for reading code beside the prose that explains it (about 12
+lines a minute) was set once so that notebooks 01 to 06 come to the 9 to 10 hours an instructor measured working
+through them. Everything else follows from the notebooks and the run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = ROOT / "notebooks"
+RECORD = ROOT / "build" / "book" / "record.json"
+
+READ_WPM = 150             # prose read to learn it (casual reading runs at 200 to 250 words a minute)
+CELL_MINUTES = 0.5         # run a cell, look at its output
+LINE_MINUTES = 0.08        # read a line of code beside its prose (set so that notebooks 01-06 total 9-10 h)
+WRITE_MINUTES = 1.0        # write a line of an exercise's solution yourself
+DAY_MINUTES = 360          # 9:00 to 17:00, less lunch (1 h), two breaks (30 min) and 30 min for machines and questions
+
+# The plans, day by day: each block names its notebook (number), the sections taught ("all", or their numbers)
+# and the exercises set. The minutes are computed from the notebooks and the recorded run, never typed in. A block
+# whose notebook is not in the build (07 while it is being written) is left out, and the page says so.
+PLANS = {
+    "One day": [[
+        ("Streaming from Python", "01", ["1", "2", "3", "4", "5", "6", "7"], [1, 3]),
+        ("Sharded TFRecord files", "02", ["1", "2", "3", "4", "5", "6", "8"], [3]),
+        ("A PyDataset, from the ground up", "03", ["1", "2", "3", "4", "5"], [1]),
+    ], [
+        ("A tf.data pipeline that feeds a model", "04", "all", [1, 3]),
+        ("Is training input-bound?", "05", ["2", "3", "4", "6"], [3]),
+        ("Scaling out, shown", "06", ["2", "4"], []),
+    ]],
+    "Two days": [[
+        ("Generators and iterables", "01", "all", [1, 2, 3]),
+        ("TFRecord files, written safely", "02", "all", [1, 2, 3]),
+        ("A PyDataset over PNG files", "03", "all", [1, 2, 3]),
+        ("tf.data, step by step", "04", "all", [1, 2, 3]),
+    ], [
+        ("Profiling a pipeline", "05", "all", [1, 2, 3]),
+        ("Scaling out", "06", "all", [1, 2, 3]),
+        ("The capstone", "07", "all", "all"),
+    ]],
+}
+
+
+@dataclass
+class Section:
+    key: str                 # "3" for "## 3. ...", else the heading ("Overview", "Setup", "Check your work", ...)
+    title: str
+    words: int = 0
+    code_cells: list[int] = field(default_factory=list)
+    code_lines: int = 0
+
+
+@dataclass
+class Exercise:
+    number: int
+    words: int
+    solution_cells: list[int] = field(default_factory=list)
+    solution_lines: int = 0
+
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return source if isinstance(source, str) else "".join(source)
+
+
+def _words(markdown: str) -> int:
+    return len(re.sub(r"```.*?```|\(https?://[^)]*\)|[#*`|>-]", " ", markdown, flags=re.S).split())
+
+
+def _lines(code: str, comments: bool = True) -> int:
+    return sum(1 for line in code.splitlines() if line.strip() and (comments or not line.lstrip().startswith("#")))
+
+
+def read(path: Path) -> tuple[list[Section], list[Exercise]]:
+    """A notebook's sections (split at `## ` headings) and its exercises with their solutions' size.
+
+    Cells after `### Solutions` belong to the exercises, not to a section; `# Solution N` starts solution N.
+    """
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    sections = [Section("Title", "Title")]
+    exercises: dict[int, Exercise] = {}
+    in_solutions, current = False, None
+    for number, cell in enumerate(cells):
+        text = _source(cell)
+        if cell["cell_type"] == "markdown":
+            heading = re.search(r"^## (.+)$", text, re.M)
+            if heading:
+                in_solutions = False
+                name = heading[1].strip()
+                numbered = re.match(r"(\d+)\.\s", name)
+                sections.append(Section(numbered[1] if numbered else name, name))
+            if re.search(r"^### Solutions", text, re.M):
+                in_solutions = True
+                continue
+            if sections[-1].key == "Exercises" and not in_solutions:
+                for item in re.findall(r"^(\d+)\. (.*?)(?=^\d+\. |\Z)", text, re.M | re.S):
+                    exercises[int(item[0])] = Exercise(int(item[0]), _words(item[1]))
+                sections[-1].words += _words(re.sub(r"^\d+\. .*", "", text, flags=re.M | re.S))
+            elif not in_solutions:
+                sections[-1].words += _words(text)
+            continue
+        if in_solutions:
+            label = re.match(r"# Solution (\d+)", text)
+            current = int(label[1]) if label else current
+            if current is not None:
+                exercise = exercises.setdefault(current, Exercise(current, 0))
+                exercise.solution_cells.append(number)
+                exercise.solution_lines += _lines(text, comments=False)   # the code a learner writes
+            continue
+        sections[-1].code_cells.append(number)
+        sections[-1].code_lines += _lines(text)
+    return sections, sorted(exercises.values(), key=lambda e: e.number)
+
+
+def run_seconds(record: dict | None, name: str) -> dict[int, float]:
+    """Cell number → seconds in the recorded run (empty when the run did not include the notebook)."""
+    notebook = (record or {}).get("notebooks", {}).get(name, {})
+    return {number: seconds or 0.0 for number, seconds in notebook.get("cells", [])}
+
+
+@dataclass
+class Block:
+    title: str
+    notebook: str
+    taught: list[str]
+    exercises: list[int]
+    reading: float
+    code: float
+    waiting: float
+    practice: float
+
+    @property
+    def minutes(self) -> float:
+        return self.reading + self.code + self.waiting + self.practice
+
+
+ALWAYS_TAUGHT = ("Title", "Overview", "Setup", "Summary", "Next")
+
+
+def block(title: str, path: Path, taught, exercise_numbers, record: dict | None) -> Block:
+    """One block of a plan with its learner minutes (see the module's docstring for the formula).
+
+    `taught` is "all" or a list of section numbers; `exercise_numbers` is "all" or a list of exercise numbers.
+    """
+    sections, exercises = read(path)
+    seconds = run_seconds(record, path.name)
+    numbered = [s.key for s in sections if s.key.isdigit()]
+    keys = set(numbered if taught == "all" else taught) | set(ALWAYS_TAUGHT)
+    if taught == "all":
+        keys |= {"Check your work", "Exercises"}
+    chosen = [s for s in sections if s.key in keys]
+    reading = sum(s.words for s in chosen) / READ_WPM
+    code = sum(len(s.code_cells) * CELL_MINUTES + s.code_lines * LINE_MINUTES for s in chosen)
+    solution_cells = {c for e in exercises for c in e.solution_cells}
+    waiting = sum(t for c, t in seconds.items() if c not in solution_cells) / 60
+    by_number = {e.number: e for e in exercises}
+    numbers = sorted(by_number) if exercise_numbers == "all" else [n for n in exercise_numbers if n in by_number]
+    practice = sum(by_number[n].words / READ_WPM + by_number[n].solution_lines * WRITE_MINUTES
+                   + sum(seconds.get(c, 0) for c in by_number[n].solution_cells) / 60 for n in numbers)
+    shown = numbered if taught == "all" else [k for k in taught if k in numbered]
+    return Block(title, path.name, shown, numbers, reading, code, waiting, practice)
+
+
+PARTS = {"One day": ("Morning", "Afternoon"), "Two days": ("Day 1", "Day 2")}
+
+
+def plans(record: dict | None, paths: list[Path]) -> dict[str, list[tuple[str, float, list[Block]]]]:
+    """Each plan as its parts (label, budget in minutes, blocks); blocks whose notebook is missing are left out."""
+    by_number = {p.name[:2]: p for p in paths}
+    made = {}
+    for name, parts in PLANS.items():
+        budget = DAY_MINUTES / len(parts) if name == "One day" else DAY_MINUTES
+        made[name] = [(label, budget, [block(t, by_number[n], taught, ex, record)
+                                       for t, n, taught, ex in part if n in by_number])
+                      for label, part in zip(PARTS[name], parts)]
+    return made
+
+
+def left_out(paths: list[Path]) -> list[str]:
+    """Notebooks a plan names that are not in the build."""
+    have = {p.name[:2] for p in paths}
+    return sorted({n for parts in PLANS.values() for part in parts for _, n, _, _ in part} - have)
+
+
+def not_taught(plan: list[tuple[str, float, list[Block]]], paths: list[Path]) -> str:
+    """What a plan leaves out, section by section, from the notebooks themselves."""
+    blocks = {b.notebook: b for _, _, part in plan for b in part}
+    left = []
+    for path in paths:
+        sections, exercises = read(path)
+        if path.name not in blocks:
+            left.append(f"notebook {path.name[:2]} entirely")
+            continue
+        b = blocks[path.name]
+        skipped = [f"§{s.key} ({s.title.split('. ', 1)[1]})" for s in sections
+                   if s.key.isdigit() and s.key not in b.taught]
+        unset = [str(e.number) for e in exercises if e.number not in b.exercises]
+        if skipped or unset:
+            left.append(f"{path.name[:2]}: " + ", ".join(skipped + ([f"exercise{'s' * (len(unset) > 1)} "
+                                                                     f"{', '.join(unset)}"] if unset else [])))
+    if not left:
+        return "Nothing is left out: every section and every exercise."
+    return ("Left out, and still run for the variables later cells use (sections) or left for after the class "
+            "(exercises): " + "; ".join(left) + ".")
+
+
+def whole_series(record: dict | None, paths: list[Path]) -> list[Block]:
+    """Every section and every exercise of every notebook: what working through the series costs."""
+    return [block(title(p), p, "all", "all", record) for p in paths]
+
+
+def title(path: Path) -> str:
+    """A notebook's short title: its first heading without the number and the subtitle."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    heading = next((re.search(r"^# (.+)$", _source(c), re.M) for c in cells if c["cell_type"] == "markdown"), None)
+    text = heading[1] if heading else path.stem
+    return text.split(" · ", 1)[-1].split(":")[0].strip()
+
+
+# ---------------------------------------------------------------- the instructor's page
+
+
+def _fmt(minutes: float) -> str:
+    minutes = round(minutes)
+    return f"{minutes // 60} h {minutes % 60:02d}" if minutes >= 60 else f"{minutes}\u00a0min"
+
+
+def _ranges(numbers) -> str:
+    """Numbers as ranges.
+
+    >>> _ranges(["1", "2", "3", "5", "7", "8"])
+    '1–3, 5, 7–8'
+    """
+    values, runs = sorted(int(n) for n in numbers), []
+    for n in values:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}–{b}" if b > a else f"{a}" for a, b in runs)
+
+
+def plan_table(blocks: list[Block], budget: float | None = None, label: str = "") -> str:
+    rows = ["| block: notebook §§ | exercises set | reading | code | waiting | doing exercises | time |",
+            "|---|---|---|---|---|---|---|"]
+    for b in blocks:
+        sections = f"§{_ranges(b.taught)}" if b.taught else "overview"
+        exercises = _ranges(b.exercises) or "none"
+        rows.append(f"| {b.title}: [{b.notebook[:2]}]({b.notebook}) {sections} | {exercises} | {_fmt(b.reading)} | "
+                    f"{_fmt(b.code)} | {_fmt(b.waiting)} | {_fmt(b.practice)} | **{_fmt(b.minutes)}** |")
+    total = sum(b.minutes for b in blocks)
+    line = f"{label + ': ' if label else 'Total: '}**{_fmt(total)}**"
+    if budget is not None:
+        line += (", within" if total <= budget else ", **more than**") + f" the {_fmt(budget)} it has"
+    return "\n".join(rows) + f"\n\n{line}."
+
+
+def page(record: dict | None, paths: list[Path]) -> str:
+    """workshop.md, the instructor's page of the book."""
+    series = whole_series(record, paths)
+    mode = "quick mode" if (record or {}).get("quick", True) else "a full run"
+    parts = [
+        "# For instructors: the workshop kit", "",
+        f"Working through every section and exercise of the series takes a learner about "
+        f"**{_fmt(sum(b.minutes for b in series))}** by the measure below. A one-day class must leave things out; "
+        "the plans below say what, and how long each block takes.", "",
+        "## How the time of a block is computed", "",
+        "From the notebooks themselves and from the run this book was built from "
+        f"({mode}), by `tools/workshop.py` (`python -m tools.workshop measure` prints the raw numbers per section):",
+        "",
+        f"- **reading**: the prose of the sections taught, at {READ_WPM} words a minute (text studied, not skimmed);",
+        f"- **code**: per code cell taught, {CELL_MINUTES:g} minute to run it and look at its output, plus "
+        f"{LINE_MINUTES:g} minute per line to read it beside the prose that explains it;",
+        "- **waiting**: the measured run time of every cell of the notebook, taught or not: learners run the sections "
+        "they skip too (later sections and the checks use their variables), without stopping to read them;",
+        f"- **exercises**: the statement at the same reading rate, {WRITE_MINUTES:g} minute per line of the "
+        "solution (writing your own), and the solution's measured run time.", "",
+        f"The code-reading rate was set once so that notebooks 01 to 06 come to the 9 to 10 hours an instructor "
+        f"measured working through them (here: {_fmt(sum(b.minutes for b in series if b.notebook[:2] <= '06'))}); "
+        "the other rates are the usual ones. "
+        f"A teaching day holds {_fmt(DAY_MINUTES)} of learner time: 9:00 to 17:00, less lunch, two breaks, and half "
+        "an hour for machines and questions. Waiting is measured in this book's run: in a full run on the real data "
+        "the waits grow (the landing page gives each notebook's full-run time), so teach in quick mode and leave "
+        "full runs for homework or a demonstration.", "",
+        "## Every notebook, in full", "",
+        plan_table(series),
+    ]
+    for name, plan in plans(record, paths).items():
+        parts += ["", f"## {name}"]
+        for label, budget, blocks in plan:
+            parts += ["", f"### {label}", "", plan_table(blocks, budget, label)]
+        parts += ["", not_taught(plan, paths)]
+    missing = left_out(paths)
+    if missing:
+        parts += ["", f"Not in this build, so not counted above: notebook {', '.join(missing)}."]
+    parts += [
+        "", "## Preparing the room", "",
+        "On a connected machine, in a checkout, one command leaves a folder to copy onto each learner's machine:", "",
+        "```bash", "python -m tools.workshop prepare /media/usb/btm", "```", "",
+        "It holds the series with the learners' copies of the notebooks (solutions taken out), the datasets in its "
+        "`data/` (copied from this checkout's `data/`, else `python -m helpers.data.datasets download`) and a "
+        "`wheels/` folder (`pip download` of requirements.txt at the tested versions of constraints.txt), with a "
+        "README.txt saying how to install in the room. Each part that cannot be made (no network) is named with "
+        "what to do, and the others are still made. In the room, in `bigger-than-memory/`: `pip install --no-index "
+        "--find-links ../wheels -r requirements.txt`, then `jupyter lab notebooks/`.", "",
+        "## Learner copies without the solutions", "",
+        "```bash", "python -m tools.notebooks strip-solutions learner-notebooks/", "```", "",
+        "writes every notebook without the cells between `### Solutions` and `## Summary`, with an empty cell per "
+        "exercise in their place; the originals in `notebooks/` keep the solutions for the instructor. The learner "
+        "copies still pass their checks: `## Check your work` comes before the exercises.", "",
+        "## Quick mode from inside JupyterLab or Colab", "",
+        "The helpers read quick mode each time they are called, not when the kernel starts, so it can be switched "
+        "from the notebook itself, in a cell above the setup cell:", "",
+        "```python", "%env TUTORIAL_QUICK=1", "```", "",
+        "or `import os; os.environ[\"TUTORIAL_QUICK\"] = \"1\"`. Then run the notebook from the top (Run → Run All "
+        "Cells): sizes chosen by cells that ran before the switch stay as they were. `%env TUTORIAL_QUICK=0` "
+        "switches back to a full run. On Colab the same cell works, until the runtime restarts.", "",
+    ]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- preparing the room
+
+# What a learner's machine needs of the checkout (the package, its install files, the notebooks and data/).
+SERIES_FILES = ["README.md", "requirements.txt", "constraints.txt", "pyproject.toml", "data/README.md"]
+SERIES_FOLDERS = ["helpers"]
+ROOM_README = """\
+Bigger Than Memory, prepared for a room without network on {date} by `python -m tools.workshop prepare`.
+
+On each machine, with Python 3.10 or newer (a virtual environment is a good idea):
+
+    cd bigger-than-memory
+    pip install --no-index --find-links ../wheels -r requirements.txt
+    jupyter lab notebooks/
+
+The notebooks find the datasets in bigger-than-memory/data/. For a quick run (small sizes: the series in
+minutes), put `%env TUTORIAL_QUICK=1` in a cell above a notebook's setup cell, or start JupyterLab with
+TUTORIAL_QUICK=1 set. These copies of the notebooks have no solutions: the instructor has them.
+
+What this folder holds:
+{parts}
+"""
+
+
+def _copy_series(target: Path) -> None:
+    from tools.notebooks import write_learner_copies
+
+    if target.exists():
+        shutil.rmtree(target)
+    for name in SERIES_FILES:
+        if (ROOT / name).exists():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target / name)
+    for folder in SERIES_FOLDERS:
+        shutil.copytree(ROOT / folder, target / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".ipynb_checkpoints"))
+    write_learner_copies(target / "notebooks")
+    (target / "data").mkdir(exist_ok=True)
+
+
+def _prepare_data(data: Path) -> tuple[bool, str]:
+    """The real datasets in `data`: copied from this checkout's data folder when it has them, else downloaded."""
+    from helpers.data import datasets
+    from helpers.setup.config import data_dir
+
+    local = data_dir()
+    problems = []
+    for name, entry, download in (("MNIST", datasets.MNIST_FILE, datasets.download_mnist),
+                                  ("CIFAR-10", datasets.CIFAR_DIR, datasets.download_cifar10)):
+        source = local / entry
+        try:
+            if source.is_dir():
+                shutil.copytree(source, data / entry)
+                datasets.read_cifar_folder(data / entry)
+            elif source.is_file():
+                shutil.copy2(source, data / entry)
+                datasets.read_mnist_npz(data / entry)
+            else:
+                download(data)
+        except (OSError, datasets.DatasetFileError) as e:
+            problems.append(f"{name} ({e})")
+    if problems:
+        return False, (f"could not get {'; '.join(problems)}. Run this again where the network reaches the datasets, "
+                       f"or on a connected machine run `python -m helpers.data.datasets download` and copy its "
+                       f"data/ into {data}.")
+    return True, f"MNIST and CIFAR-10 in {data}"
+
+
+def series_requirements(extras: set[str]) -> list[str]:
+    """What the installed series package requires, with the named extras (from its metadata, as pip reads it)."""
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires("bigger-than-memory") or []
+    except metadata.PackageNotFoundError:
+        return []
+    wanted = []
+    for requirement in requires:
+        spec, _, marker = requirement.partition(";")
+        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
+        if extra is None or extra[1] in extras:
+            wanted.append(spec.strip())
+    return wanted
+
+
+def _prepare_wheels(wheels: Path) -> tuple[bool, str]:
+    """`pip download` of requirements.txt at constraints.txt's versions, with the tools that install the series."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    requirements = wheels.parent / "requirements-wheels.txt"
+    text = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    lines = [line.split("#")[0].strip() for line in text.splitlines()]
+    wanted = [line for line in lines if line and not line.startswith("-")]
+    # `-e .[extras]` installs the series itself from its folder: its build needs setuptools, its extras their packages.
+    extras = set()
+    for line in lines:
+        if line.startswith("-e") and (named := re.search(r"\[([^\]]*)\]", line)):
+            extras |= {extra.strip() for extra in named[1].split(",")}
+    requirements.write_text("\n".join(wanted + series_requirements(extras) + ["setuptools>=68", "wheel"]) + "\n")
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "-d", str(wheels), "-r", str(requirements),
+               "-c", str(ROOT / "constraints.txt")]
+    done = subprocess.run(command, capture_output=True, text=True)
+    requirements.unlink()
+    if done.returncode:
+        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("ERROR") and "for help visit" not in line] or lines[-1:]
+        why = next((line for line in errors if "No matching distribution" in line or "Could not" in line),
+                   errors[0] if errors else "no output")
+        return False, (f"`pip download -r requirements.txt` failed ({why}). Run this again on a machine "
+                       f"that reaches PyPI, or fill {wheels} there with `pip download -r requirements.txt -c "
+                       f"constraints.txt -d {wheels.name}`.")
+    return True, f"{sum(1 for _ in wheels.iterdir())} files in {wheels}"
+
+
+def prepare(folder: Path) -> int:
+    """Make the folder to copy onto each machine; report each part; return 1 when a part is missing."""
+    import datetime as dt
+
+    folder = folder.resolve()
+    if folder == ROOT or (ROOT in folder.parents and ROOT / "build" not in folder.parents):
+        print(f"error: choose a folder outside this checkout (or under build/), not {folder}", file=sys.stderr)
+        return 2
+    series = folder / "bigger-than-memory"
+    _copy_series(series)
+    report = [("series", True, f"the helpers and the learners' notebooks (no solutions) in {series}"),
+              ("data", *_prepare_data(series / "data")),
+              ("wheels", *_prepare_wheels(folder / "wheels"))]
+    parts = "\n".join(f"  {name}: {'ok' if ok else 'MISSING'}: {text}" for name, ok, text in report)
+    (folder / "README.txt").write_text(ROOM_README.format(date=dt.date.today(), parts=parts), encoding="utf-8")
+    for name, ok, text in report:
+        print(f"{name}: {'ok' if ok else 'MISSING'}: {text}", file=sys.stdout if ok else sys.stderr)
+    if not all(ok for _, ok, _ in report):
+        print(f"{folder} is not ready: make the MISSING parts as said above", file=sys.stderr)
+        return 1
+    print(f"{folder} is ready: copy it onto each machine (its README.txt says how to install)")
+    return 0
+
+
+# ---------------------------------------------------------------- the command
+
+
+def measure(record: dict | None, paths: list[Path]) -> str:
+    lines = [f"{'notebook':<32} {'section':<16} {'words':>6} {'cells':>6} {'lines':>6} {'run s':>7}"]
+    for path in paths:
+        sections, exercises = read(path)
+        seconds = run_seconds(record, path.name)
+        for s in sections:
+            lines.append(f"{path.stem:<32} {s.key[:16]:<16} {s.words:>6} {len(s.code_cells):>6} {s.code_lines:>6} "
+                         f"{sum(seconds.get(c, 0) for c in s.code_cells):>7.1f}")
+        for e in exercises:
+            lines.append(f"{path.stem:<32} {'exercise ' + str(e.number):<16} {e.words:>6} {len(e.solution_cells):>6} "
+                         f"{e.solution_lines:>6} {sum(seconds.get(c, 0) for c in e.solution_cells):>7.1f}")
+    return "\n".join(lines)
+
+
+def load_record(path: Path = RECORD) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.workshop", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("measure", "plan"):
+        p = sub.add_parser(name)
+        p.add_argument("--record", type=Path, default=RECORD, help="a book build's record.json")
+    p = sub.add_parser("prepare", help="the folder to copy onto each machine")
+    p.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        return prepare(args.folder)
+    from tools.book import discover
+
+    record = load_record(args.record)
+    if record is None:
+        print(f"note: no book build recorded at {args.record}, so run times count as 0: run "
+              f"`python -m tools.book --quick` first", file=sys.stderr)
+    print(measure(record, discover()) if args.command == "measure" else page(record, discover()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
