@@ -1,4 +1,9 @@
-"""Writing a split as sharded TFRecord files: atomic per shard, resumable, safe beside other writers."""
+"""Writing a split as sharded TFRecord files: atomic per shard, resumable, safe beside other writers.
+
+One process may write a whole split, or several processes the shards of one split at once, each its own
+(`shards=`): every shard has its own lock file, and each finished shard is added to the manifest under
+the manifest's lock, so the split is complete when its last shard is in, whoever wrote it.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +19,10 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from helpers.storage.files import FileLock, LockHeldError, sha256_of, stale_temporaries, write_then_rename
-from helpers.storage.tfrecord.format import ENCODINGS, FeatureSpec, ShardError, make_encoder, record_checker
-from helpers.storage.tfrecord.manifest import (COMPRESSIONS, ShardInfo, SplitManifest, check_split_name, load_manifest,
-                                       manifest_path, save_split, shard_name)
+from helpers.storage.tfrecord.format import FeatureSpec, ShardError, make_encoder, record_checker
+from helpers.storage.tfrecord.manifest import (COMPRESSIONS, KNOWN_ENCODINGS, SERIALIZED, ShardInfo, SplitManifest,
+                                               check_split_name, load_manifest, manifest_path, shard_index, shard_name,
+                                               update_split)
 
 NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 
@@ -37,24 +43,34 @@ def shard_sizes(total: int, num_shards: int) -> list[int]:
     return [total // num_shards + (i < total % num_shards) for i in range(num_shards)]
 
 
+def shard_range(total: int, num_shards: int, index: int) -> range:
+    """The positions, among a split's `total` records, of the records shard `index` holds.
+
+    >>> shard_range(10, 4, 1), shard_range(10, 4, 3)
+    (range(3, 6), range(8, 10))
+    """
+    sizes = shard_sizes(total, num_shards)
+    start = sum(sizes[:index])
+    return range(start, start + sizes[index])
+
+
 @contextlib.contextmanager
-def _split_lock(directory: Path, split: str) -> Iterator[OSError | None]:
-    """Hold the split's lock file while writing it. Yields None, or the error that says the folder
-    cannot be written (then nothing may be written, but a finished split can still be checked)."""
-    try:
-        lock = FileLock(directory / f".{split}.lock", f"split {split!r} in {directory}")
-        lock.__enter__()
-    except LockHeldError as e:
-        raise ShardError(str(e)) from None
-    except OSError as e:
-        if e.errno not in NOT_WRITABLE:
-            raise
-        yield e
-        return
-    try:
+def _shard_locks(directory: Path, split: str, indices: Iterable[int]) -> Iterator[OSError | None]:
+    """Hold the lock file of each shard index in `indices` while writing them. Yields None, or the error that says
+    the folder cannot be written (then nothing may be written, but a finished split can still be checked)."""
+    with contextlib.ExitStack() as held:
+        for index in indices:
+            try:
+                held.enter_context(FileLock(directory / f".{split}-{index:05d}.lock",
+                                            f"shard {index} of split {split!r} in {directory}"))
+            except LockHeldError as e:
+                raise ShardError(str(e)) from None
+            except OSError as e:
+                if e.errno not in NOT_WRITABLE:
+                    raise
+                yield e
+                return
         yield None
-    finally:
-        lock.__exit__(None, None, None)
 
 
 def _update(digest, record: bytes) -> None:
@@ -68,6 +84,7 @@ def write_shards(
     num_shards: int,
     *,
     total: int | None = None,
+    shards: Iterable[int] | None = None,
     encoding: str = "raw",
     compression: str | None = None,
     spec: FeatureSpec | None = None,
@@ -78,24 +95,29 @@ def write_shards(
     """Write an iterable of `(image, label)` records to `num_shards` TFRecord files, one at a time.
 
     Records are consumed in order and never held all at once: shard 0 gets the first
-    `total // num_shards` records, and so on. Each shard is written under a temporary name and
-    renamed when complete, and the manifest is updated after every shard, so an interrupted run
+    `total // num_shards` records, and so on (`shard_range` says which). Each shard is written under
+    a temporary name and renamed when complete, and added to the manifest, so an interrupted run
     leaves only complete files under final names.
+
+    Several processes can write one split at once: each passes `shards=` (the indices it writes; every
+    process the same `total`, settings and `fingerprint`) and `records` holding only those shards' records,
+    in index order. Each shard's lock file keeps two writers off one shard (the second gets an error
+    naming the process that holds it); a writer of the whole split takes every shard's lock.
 
     Running the same call again resumes. It skips a shard only when the file is intact (its
     checksum matches the manifest) *and* the input gives exactly the records the shard was
     written from (the records are encoded again and their checksum compared; encoding is
     deterministic). Input that differs from what was written, or that holds more or fewer
-    records than `total`, is an error. So is a re-run with other settings or another
-    `fingerprint`, unless `overwrite=True`, which writes the split afresh. A split that is already
-    complete and matches is left exactly as it is, so a re-run on a read-only copy succeeds.
+    records than its shards take, is an error. So is a re-run with other settings or another
+    `fingerprint`, unless `overwrite=True`, which writes this call's shards afresh (a whole-split
+    overwrite also removes files of an earlier shard count). A split that is already complete and
+    matches is left exactly as it is, so a re-run on a read-only copy succeeds.
 
-    Writers of different splits may share a folder; a second writer of the same split gets an
-    error naming the process that holds it.
-
-    `total` is needed when `records` has no `len()`. `spec` is taken from the first record
-    unless given (for `encoding="png"` it must be given: the decoded images' (height, width,
-    channels) and dtype). Labels must be integers.
+    `total` (the whole split's count) is needed when `records` has no `len()` or with `shards=`. `spec` is
+    taken from the first record unless given (for `encoding="png"` it must be given: the decoded images'
+    (height, width, channels) and dtype). Labels must be integers. With `encoding="serialized"` each record
+    is already serialized bytes (the caller's own layout), written as it is; `spec` says what the caller's
+    parser makes of one, and only that parser reads the split (`read_split` refuses it).
 
     >>> import tempfile
     >>> images = np.zeros((10, 28, 28), np.uint8)
@@ -105,46 +127,49 @@ def write_shards(
     """
     directory = Path(directory)
     check_split_name(split)
-    if encoding not in ENCODINGS:
-        raise ValueError(f"unknown encoding {encoding!r}; choose one of {ENCODINGS}")
+    if encoding not in KNOWN_ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; choose one of {KNOWN_ENCODINGS}")
     options = tf_options(compression)
     if total is None:
         try:
+            if shards is not None:
+                raise TypeError
             total = len(records)  # type: ignore[arg-type]
         except TypeError:
             raise TypeError(
-                "write_shards needs to know how many records there are to name and size the shards: "
-                "pass total=... when records is a generator or zip()."
+                "write_shards needs to know how many records the split holds to name and size the shards: "
+                "pass total=... when records is a generator or zip(), or when writing some of the shards."
             ) from None
     if num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
+    sizes = shard_sizes(total, num_shards)
+    mine = list(range(num_shards)) if shards is None else sorted(set(shards))
+    if not mine or not all(isinstance(i, (int, np.integer)) and 0 <= i < num_shards for i in mine):
+        raise ValueError(f"shards must be indices from 0 to {num_shards - 1}, at least one; got {shards!r}")
+    expected = sum(sizes[i] for i in mine)
 
     iterator = iter(records)
     first = next(iterator, None)
-    if first is None and total > 0:
-        raise ShardError(f"no records to write for split {split!r}, but total={total}.")
+    if first is None and expected > 0:
+        raise ShardError(f"no records to write for split {split!r}, but total={total}." if shards is None else
+                         f"no records to write for shards {mine} of split {split!r}, but they take {expected}.")
     if first is not None:
         iterator = itertools.chain([first], iterator)
     if spec is None:
-        if encoding == "png":
-            raise ValueError("encoding='png' needs spec=FeatureSpec((height, width, channels), 'uint8') of the decoded images")
+        if encoding in ("png", SERIALIZED):
+            raise ValueError(f"encoding={encoding!r} needs spec=FeatureSpec((height, width, channels), 'uint8') of the "
+                             f"decoded images")
         spec = FeatureSpec.of(first[0]) if first is not None else FeatureSpec((0,), "uint8")
-    spec.check_encoding(encoding)
+    if encoding != SERIALIZED:
+        spec.check_encoding(encoding)
     manifest = SplitManifest(split, encoding, compression, spec.to_json(), num_shards, total, fingerprint)
-
-    encode, check = make_encoder(encoding), record_checker(spec, encoding)
-
-    def encoded() -> Iterator[bytes]:
-        for index, (image, label) in enumerate(iterator):
-            if encoding != "png":
-                image = np.asarray(image)
-            check(index, image, label)
-            yield encode(image, label)
-
-    stream = encoded()
+    stream = _encoded(iterator, encoding, spec)
     directory.mkdir(parents=True, exist_ok=True)
-    bar = tqdm(total=total, unit="rec", unit_scale=True, desc=f"{split} → {directory.name}", disable=not progress)
-    with _split_lock(directory, split) as not_writable, bar:
+    bar = tqdm(total=expected, unit="rec", unit_scale=True, desc=f"{split} → {directory.name}", disable=not progress)
+
+    before = load_manifest(directory).get(split)   # a look without the locks, to know which to take
+    whole = range(max(num_shards, before.num_shards if before and overwrite else 0))
+    with _shard_locks(directory, split, whole if shards is None else mine) as not_writable, bar:
 
         def must_write(what: str) -> None:
             if not_writable is not None:
@@ -152,50 +177,64 @@ def write_shards(
                                  f"Write to a folder you can write to.")
 
         previous = load_manifest(directory).get(split)
-        done: dict[str, ShardInfo] = {}
         if previous is not None and previous.settings() != manifest.settings() and not overwrite:
             raise ShardError(
                 f"{manifest_path(directory)} already describes split {split!r} written with other settings or data "
                 f"(encoding, compression, spec, num_shards, total, fingerprint = {previous.settings()}). Write to "
                 f"another directory, or pass overwrite=True to replace that split."
             )
-        if previous is not None and overwrite:
+        replaces = previous.settings() if previous is not None and overwrite else None
+        if overwrite and previous is not None:
             must_write(f"overwriting split {split!r}")
-            for info in previous.shards:
-                (directory / info.file).unlink(missing_ok=True)  # names checked by load_manifest
+            ours = set(whole if shards is None else mine)
+            removed = [info.file for info in previous.shards   # names checked by load_manifest; only files whose
+                       if shard_index(split, info.file, previous.num_shards) in ours]   # lock this writer holds
+            for file in removed:
+                (directory / file).unlink(missing_ok=True)
+            if previous.settings() == manifest.settings():
+                update_split(directory, manifest, drop=removed)
             previous = None
-        if previous is not None:
-            for info in previous.shards:
-                path = directory / info.file
-                if (info.records_sha256 and path.is_file() and path.stat().st_size == info.bytes
-                        and sha256_of(path) == info.sha256):
-                    done[info.file] = info
+        done, stale = {}, []
+        for info in previous.shards if previous is not None else []:
+            if shard_index(split, info.file, num_shards) not in mine:
+                continue
+            path = directory / info.file
+            if (info.records_sha256 and path.is_file() and path.stat().st_size == info.bytes
+                    and sha256_of(path) == info.sha256):
+                done[info.file] = info
+            else:
+                stale.append(info.file)
         if not_writable is None:
-            for stale in stale_temporaries(directory, rf"{re.escape(split)}-\d{{5}}-of-\d{{5}}\.tfrecord"):
-                stale.unlink()  # left by a run of this split killed mid-shard; we hold the split's lock
+            for index in mine:   # left by a run killed mid-shard; we hold this shard's lock
+                for leftover in stale_temporaries(directory, rf"{re.escape(split)}-{index:05d}-of-\d{{5,}}\.tfrecord"):
+                    leftover.unlink()
+        if stale:   # listed but damaged or missing: out of the manifest until written again
+            must_write(", ".join(stale))
+            update_split(directory, manifest, drop=stale)
 
-        def ended(shard_index: int, count: int) -> ShardError:
-            got = sum(shard_sizes(total, num_shards)[:shard_index]) + count
-            return ShardError(f"the records ended after {got}, but total={total} were promised for split {split!r}.")
+        def ended(position: int, count: int) -> ShardError:
+            got = sum(sizes[i] for i in mine[:position]) + count
+            if shards is None:
+                return ShardError(f"the records ended after {got}, but total={total} were promised for split {split!r}.")
+            return ShardError(f"the records ended after {got}, but shards {mine} of split {split!r} take {expected}.")
 
-        written_any = False
-        for shard_index, size in enumerate(shard_sizes(total, num_shards)):
-            name = shard_name(split, shard_index, num_shards)
-            path = directory / name
+        result = previous
+        for position, index in enumerate(mine):
+            name = shard_name(split, index, num_shards)
+            path, size = directory / name, sizes[index]
             digest, count = hashlib.sha256(), 0
             if name in done:  # intact on disk: check the input still gives the same records
                 for record in itertools.islice(stream, size):
                     _update(digest, record)
                     count += 1
                 if count < size:
-                    raise ended(shard_index, count)
+                    raise ended(position, count)
                 if digest.hexdigest() != done[name].records_sha256:
                     raise ShardError(
                         f"{path} was written from other records than this input gives for it: the data changed "
                         f"since the split was written. Pass overwrite=True to write split {split!r} again from "
                         f"this input, or write to another directory."
                     )
-                manifest.shards.append(done[name])
                 bar.update(count)
                 continue
             must_write(name)
@@ -208,15 +247,32 @@ def write_shards(
                         if count % 1024 == 0:
                             bar.update(1024)
                 if count < size:
-                    raise ended(shard_index, count)  # the temporary file is removed; nothing takes the final name
+                    raise ended(position, count)  # the temporary file is removed; nothing takes the final name
             bar.update(count % 1024)
-            manifest.shards.append(ShardInfo(name, count, path.stat().st_size, sha256_of(path), digest.hexdigest()))
-            save_split(directory, manifest)
-            written_any = True
+            info = ShardInfo(name, count, path.stat().st_size, sha256_of(path), digest.hexdigest())
+            result = update_split(directory, manifest, add=[info], replaces=replaces)
+            replaces = None   # the entry is ours from the first shard on
         if next(iterator, None) is not None:
-            raise ShardError(f"there are more records than total={total} for split {split!r}; pass the right total.")
-        manifest.complete = True
-        if written_any or previous is None or not previous.complete:
+            what = f"total={total}" if shards is None else f"the {expected} that shards {mine} take"
+            raise ShardError(f"there are more records than {what} for split {split!r}; pass the right total.")
+        if (result is None or result.settings() != manifest.settings() or set(done) - {s.file for s in result.shards}
+                or result.complete != (len(result.shards) == num_shards)):
             must_write(f"the manifest of split {split!r}")
-            save_split(directory, manifest)
-    return manifest
+            result = update_split(directory, manifest, add=list(done.values()), replaces=replaces)
+    return result
+
+
+def _encoded(records: Iterator, encoding: str, spec: FeatureSpec) -> Iterator[bytes]:
+    """Each record checked against `spec` and encoded; serialized records pass as they are."""
+    if encoding == SERIALIZED:
+        for index, record in enumerate(records):
+            if not isinstance(record, bytes):
+                raise ShardError(f"record {index}: encoding='serialized' takes bytes, got {type(record).__name__}.")
+            yield record
+        return
+    encode, check = make_encoder(encoding), record_checker(spec, encoding)
+    for index, (image, label) in enumerate(records):
+        if encoding != "png":
+            image = np.asarray(image)
+        check(index, image, label)
+        yield encode(image, label)

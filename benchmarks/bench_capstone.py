@@ -1,0 +1,53 @@
+"""The capstone (notebook 07): a folder of JPEG photos read as `image_dataset_from_directory` reads it, against the
+same photos converted once to resized records and read by the capstone's pipeline.
+
+Keys:
+- capstone_pipeline_vs_image_dataset_from_directory: the pipeline alone, one epoch of the training folder:
+  notebook 07's `read_photos` (resized-once raw uint8 records of 96x96 pixels written by its `convert_shards`;
+  shuffled files and records, 4 files read at once, a batch parsed at once, cast to float32, prefetch) against
+  `keras.utils.image_dataset_from_directory(image_size=(96, 96))` on the same files (every file read, decoded
+  and resized every epoch on parallel threads, prefetch). Batch 32; steady-state rates in alternating rounds
+  (A B, then B A) after a warm-up round; files page-cached. Goal ≥ 3, on the lower bound of the 95 % interval.
+
+The photos are `helpers.data.photos`' (crops of scikit-image's sample photographs, 200-800 px a side, as JPEG
+files of random quality): 6,000 files in a full run, 400 in a quick one, where an epoch is so short that
+tf.data's start-up weighs on the pipeline's rate.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import keras
+
+from benchmarks.run import Result
+from helpers.data.photos import make_photo_folder
+from helpers.lessons.capstone_photos import convert_shards, read_photos
+from helpers.measure import alternate, pipeline_epoch
+
+IMAGE_SIZE, BATCH_SIZE, NUM_SHARDS = 96, 32, 8
+
+
+def run(quick: bool) -> list[Result]:
+    files, rounds = (400, 3) if quick else (6_000, 8)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-capstone-"))
+    try:
+        folder = make_photo_folder(workdir / "photos", files, progress=False) / "train"
+        paths = sorted(folder.glob("*/*.jpg"))
+        classes = sorted(p.name for p in folder.iterdir())
+        convert_shards([str(p) for p in paths], [classes.index(p.parent.name) for p in paths], str(workdir / "records"),
+                       "train", NUM_SHARDS, range(NUM_SHARDS), IMAGE_SIZE)
+        baseline = keras.utils.image_dataset_from_directory(folder, image_size=(IMAGE_SIZE, IMAGE_SIZE),
+                                                            batch_size=BATCH_SIZE, seed=0, verbose=False)
+        pipeline = read_photos(workdir / "records" / "resized", "train", BATCH_SIZE, shuffle=True)
+        assert pipeline.element_spec == baseline.element_spec, (pipeline.element_spec, baseline.element_spec)
+        measured = alternate({"pipeline": lambda: pipeline_epoch(pipeline),
+                              "baseline": lambda: pipeline_epoch(baseline)}, rounds=rounds, warmup=1)
+        detail = (f"read_photos {measured.samples('pipeline').median:,.0f} images/s vs image_dataset_from_directory "
+                  f"{measured.samples('baseline').median:,.0f} (medians), {rounds} rounds of {len(paths):,}-photo epochs")
+        return [Result("capstone_pipeline_vs_image_dataset_from_directory",
+                       "pipeline alone: resized-once records (notebook 07) / image_dataset_from_directory on the JPEGs",
+                       "≥ 3", detail, measured.ratio("pipeline", "baseline"))]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,128 @@
+# Generated from notebooks/07_capstone_photos.ipynb by `python -m tools.notebooks save`: do not edit by hand.
+# Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
+"""07 · Capstone: your own folder of photos, end to end: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
+import numpy as np
+import tensorflow as tf
+import keras
+
+
+# ---------------- from 07_capstone_photos.ipynb, 2. The baseline: `image_dataset_from_directory` (cell 11)
+def augmentation(seed=None):
+    """Random changes that keep a photo's class: a mirror image, a shift of up to a tenth of each side and a
+    change of contrast. Keras preprocessing layers: they run inside a model (on its device, only while it
+    trains) or in a tf.data pipeline (on the host's CPU)."""
+    return keras.Sequential([keras.layers.RandomFlip("horizontal", seed=seed),
+                             keras.layers.RandomTranslation(0.1, 0.1, seed=seed),
+                             keras.layers.RandomContrast(0.2, seed=seed)], name="augmentation")
+
+
+def photo_classifier(input_shape=(96, 96, 3), num_classes=8, *, augment=False, learning_rate=3e-3,
+                     steps_per_execution=1):
+    """A small convolutional classifier trained from scratch: float pixels from 0 to 255 in (as
+    image_dataset_from_directory gives them), class probabilities out; with `augment`, the augmentation
+    layers first. Under a mixed precision policy the output layer stays float32."""
+    inputs = keras.Input(shape=input_shape)
+    x = augmentation()(inputs) if augment else inputs
+    x = keras.layers.Rescaling(1 / 255)(x)
+    for filters in (16, 32, 64, 128):
+        x = keras.layers.Conv2D(filters, 3, strides=2, padding="same", activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32")(x)
+    model = keras.Model(inputs, outputs, name="photo_classifier")
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"], steps_per_execution=steps_per_execution)
+    return model
+
+
+# ---------------- from 07_capstone_photos.ipynb, 3. A real folder has bad files (cell 23)
+import io
+from pathlib import Path
+
+from PIL import Image
+
+
+def inspect_photo(path):
+    """(what stands out in one image file or None for a plain RGB JPEG, whether it can be used), judged from
+    its bytes: the format they really are, the header's colour mode, and a quick decode at 1/8 scale."""
+    data = Path(path).read_bytes()
+    if not data:
+        return "an empty file", False
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            kind, mode = image.format, image.mode
+            image.draft("RGB", (image.width // 8, image.height // 8))   # JPEG: decode at 1/8 scale
+            image.load()                                                 # every byte read: a cut file fails
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        return f"unreadable: {error}", False
+    if kind != "JPEG":
+        return f"a {kind} file named {Path(path).suffix}", True
+    if mode != "RGB":
+        return {"L": "a greyscale JPEG", "CMYK": "a CMYK JPEG"}.get(mode, f"a {mode} JPEG"), True
+    return None, True
+
+
+# ---------------- from 07_capstone_photos.ipynb, 4. Conversion: resized once, or the original bytes (cell 27)
+def resized_pixels(path, size):
+    """A file's pixels, decoded once and resized to size×size RGB uint8: what a resized-once record holds."""
+    with Image.open(path) as image:
+        image.draft("RGB", (size, size))   # JPEG: decode straight to the smallest scale ≥ size
+        return np.asarray(image.convert("RGB").resize((size, size), Image.Resampling.BILINEAR))
+
+
+def jpeg_bytes(path):
+    """A file's bytes as they are when it is a JPEG; anything else (a PNG named .jpg) re-encoded as one."""
+    data = Path(path).read_bytes()
+    if data[:3] == b"\xff\xd8\xff":   # every JPEG file starts with these bytes
+        return data
+    with Image.open(io.BytesIO(data)) as image, io.BytesIO() as out:
+        image.convert("RGB").save(out, "JPEG", quality=95)
+        return out.getvalue()
+
+
+def jpeg_example(data, label):
+    """An original-bytes record: a JPEG file's bytes and its label, as a serialized tf.train.Example."""
+    feature = {"jpeg": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+               "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
+
+
+# ---------------- from 07_capstone_photos.ipynb, Several processes, one split (cell 31)
+import time
+
+from helpers.storage.tfrecord import FeatureSpec, write_shards
+from helpers.storage.tfrecord.write import shard_range
+
+
+def convert_shards(files, labels, out, split, num_shards, shards, size, fingerprint=None):
+    """Write shards `shards` of `split` (`files`, all of the split's, in order, and their `labels`) twice: resized
+    once to size×size into `out/resized`, and as the original bytes into `out/original`. Returns, per kind, the
+    (records, seconds) of each shard this process wrote."""
+    kinds = {"resized": (lambda path, label: (resized_pixels(path, size), label), dict(encoding="raw")),
+             "original": (lambda path, label: jpeg_example(jpeg_bytes(path), label),
+                          dict(encoding="serialized", spec=FeatureSpec((size, size, 3), "uint8")))}
+    timings = {kind: [] for kind in kinds}
+    for n, index in enumerate(sorted(shards)):
+        positions = shard_range(len(files), num_shards, index)
+        for kind in list(kinds) if n % 2 == 0 else list(kinds)[::-1]:
+            record, settings = kinds[kind]
+            started = time.perf_counter()
+            write_shards((record(files[p], labels[p]) for p in positions), Path(out) / kind, split, num_shards,
+                         total=len(files), shards=[index], fingerprint=fingerprint, progress=False, **settings)
+            timings[kind].append((len(positions), time.perf_counter() - started))
+    return timings
+
+
+# ---------------- from 07_capstone_photos.ipynb, 5. The decode-and-augment pipeline, one step at a time (cell 45)
+from helpers.storage.tfrecord import read_split
+
+
+def read_photos(directory, split, batch_size, *, shuffle=False, augment=None, parallel_reads=4, seed=None):
+    """Batches of (float32 pixels 0-255, int32 labels), as image_dataset_from_directory gives them, from
+    resized-once records: files and records shuffled every epoch with `shuffle`, the Keras layers `augment`
+    applied on the host when given."""
+    ds = read_split(directory, split, batch_size, parallel_reads=parallel_reads,
+                    shuffle_buffer=2_000 if shuffle else 0, seed=seed)
+    ds = ds.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)), num_parallel_calls=tf.data.AUTOTUNE)
+    if augment is not None:   # (cast back: under mixed precision the layers compute in float16 or bfloat16)
+        ds = ds.map(lambda x, y: (tf.cast(augment(x, training=True), tf.float32), y), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
