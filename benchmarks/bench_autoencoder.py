@@ -16,8 +16,8 @@ Keys (training throughput, disk / memory, batch 100):
 - memmap_vs_memory_ae: `PyDataset` over a memory-mapped uint8 .npy file
 - pydataset_png_vs_memory_ae: a plain `PyDataset` reading PNG files with PIL, one worker (shows what decoding costs)
 - cold_read_slowdown: reading the shards just after dropping them from the page cache / reading them
-  cached, the drop itself not timed: its interval's lower bound above `helpers.measure.page_cache.REACHED_DISK`
-  shows the cold rows really read the disk here
+  cached, the drop itself not timed: its interval's lower bound above `REACHED_DISK` (notebook 03,
+  `helpers.lessons.pydataset_autoencoder`) shows the cold rows really read the disk here
 
 Keys (GPU headroom: the pipeline alone, no model, every batch decoded and ready as `fit` gets it,
 divided by the model's in-memory training throughput on this machine, batch 32):
@@ -52,7 +52,7 @@ from helpers.lessons.pydataset_autoencoder import (ArrayImageBatches, PngFolderB
                                                    export_packed_uint8, tf_dataset_from_png_folder)
 from helpers.measure.gpu_reference import gpu_appetite
 from helpers.measure import alternate, fit_epoch, pipeline_epoch
-from helpers.measure.page_cache import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
+from helpers.lessons.pydataset_autoencoder import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
 from helpers.storage.png_folder import export_png_folder
 from helpers.data.standins import make_cifar_like
 from helpers.storage.tfrecord import read_split, write_shards
@@ -69,7 +69,7 @@ def images_as_pairs(images, labels):
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds = (200, 2) if quick else (1_500, 6)
+    n, rounds = (200, 1) if quick else (1_500, 6)
     n_gpu = 3_000 if quick else 50_000
     warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
     x, y = make_cifar_like(n, seed=0)

@@ -33,10 +33,9 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.bench_mnist import seed_pipeline
-from benchmarks.run import Result
+from benchmarks.run import Result, digits
 from helpers.measure.peak_memory import peak_training_memory
 from helpers.measure import Samples, alternate, pipeline_epoch
-from helpers.data.standins import make_digits
 from helpers.storage.tfrecord import write_shards
 from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 
@@ -93,10 +92,8 @@ def memory(workdir: Path, x: np.ndarray, y: np.ndarray, base: int, rounds: int) 
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds, base, memory_rounds = (4_000, 3, 2_000, 1) if quick else (60_000, 8, 200_000, 3)
-    x, y = make_digits(min(n, 20_000), seed=0)
-    picked = np.arange(n) % len(x)
-    x, y = x[picked], y[picked]
+    n, rounds, base, memory_rounds = (2_000, 2, 2_000, 1) if quick else (60_000, 8, 200_000, 3)
+    x, y = digits(n)
     workdir = Path(tempfile.mkdtemp(prefix="bench-profiling-"))
     try:
         return [optimized_vs_naive(workdir, x, y, rounds), *memory(workdir, x, y, base, memory_rounds)]

@@ -61,6 +61,21 @@ class Result:
         return "" if self.samples is None else f"{self.samples.low:.3f}–{self.samples.high:.3f}"
 
 
+_drawn: dict = {}
+
+
+def digits(n: int, seed: int = 0):
+    """`n` MNIST-shaped digits (`helpers.data.standins.make_digits`), drawn once per run: a module that asks for
+    no more than an earlier one drew gets the first `n` of those (drawing costs about half a millisecond an image).
+    The arrays are shared: never change them in place."""
+    from helpers.data.standins import make_digits
+
+    if seed not in _drawn or len(_drawn[seed][1]) < n:
+        _drawn[seed] = make_digits(n, seed)
+    images, labels = _drawn[seed]
+    return images[:n], labels[:n]
+
+
 def judge_value(value: float, goal: str) -> bool | None:
     """A deterministic value (no rounds, no interval) against a goal such as '≤ 1.10'."""
     return Samples([value]).meets(goal)

@@ -2,26 +2,27 @@
 
 Where each part lives (folder/module · its one job · the notebooks that import it; a test keeps this map true):
 
-    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      04 05 06
-      pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline (notebook 03)
+    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      04 05 06 07
+      pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline, cold reads (03)
       tfdata_mnist.py           the article's MLP (notebook 04)
       pipeline_profiling.py     block records, the method (`diagnose`), timelines (notebook 05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
-    setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06
-    setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06
+      capstone_photos.py        the photo scan, the conversion, the photo pipeline and classifier (07)
+    setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07
+    setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/labels.py              one check for class labels, used by every writer                     -
+    data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
     storage/files.py            atomic writes, locks, safe names, checksums                          03
-    storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06
+    storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
     storage/png_folder.py       folders of PNG files with a label file                               03
-    measure/core.py             the timing core: intervals of the median, alternating rounds, rates  02 03 04 05 06
-    measure/gpu_reference.py    how fast a reference GPU trains the series' models                   03 04 05
-    measure/page_cache.py       cold reads, with the file's pages dropped from the cache             03 05
+    measure/core.py             the timing core: intervals of the median, alternating rounds, rates  02 03 04 05 06 07
+    measure/gpu_reference.py    how fast a reference GPU trains the series' models                   03 04 05 07
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
-    scale/processes.py          child processes that stop with their parent; ports                   -
+    scale/processes.py          child processes that stop with their parent; ports                   07
     scale/data_service.py       a tf.data service cluster of processes on this machine               06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06

@@ -37,7 +37,10 @@ def test_each_branch_picks_its_own_settings():
     assert "rehearsed on the CPU" in str(rehearsed) and "CPU branch" in str(cpu) and "compute capability 8.0" in str(real)
 
 
-@pytest.mark.parametrize("rehearse, cpu_devices, replicas", [("1", 2, 1), ("2", 1, 2), ("", 2, 2), ("", 1, 1)])
+# Each case starts TensorFlow in a process of its own (seconds each), so each one tests something the others do not:
+# a rehearsal overriding a larger and a smaller CPU request (one replica, then two), and the CPU branch splitting
+# itself. The CPU branch's single device is what notebooks 01-05 start with in this same test run.
+@pytest.mark.parametrize("rehearse, cpu_devices, replicas", [("1", 2, 1), ("2", 1, 2), ("", 2, 2)])
 def test_a_rehearsal_configures_tensorflow_as_the_gpu_branch_would(rehearse, cpu_devices, replicas):
     """In a fresh process (devices are fixed once TensorFlow runs): a rehearsal of N GPUs gives N replicas
     whatever the notebook asked for its CPU branch, and the CPU branch gives what it asked."""

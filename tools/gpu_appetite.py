@@ -1,4 +1,4 @@
-"""Measure how fast a machine trains the series' two models: the figures in helpers/measure/gpu_reference.py.
+"""Measure how fast a machine trains the series' models: the figures in helpers/measure/gpu_reference.py.
 
     python -m tools.gpu_appetite                       # the Keras backend set in KERAS_BACKEND (default tensorflow)
     KERAS_BACKEND=jax python -m tools.gpu_appetite     # how helpers/measure/gpu_reference.py was measured (JAX on a GPU)
@@ -7,8 +7,10 @@
 
 What it does, so that anyone with a GPU can re-measure: the older article's MNIST MLP
 (784-512-10, float32 input) and CIFAR-10 autoencoder, as notebooks 04 and 03 write them (`article_mlp` and
-`article_autoencoder`, saved into `helpers/lessons/`), trained with `model.fit` from float32 NumPy arrays already in memory (60,000 MNIST-shaped and 50,000 CIFAR-shaped random arrays: the speed of these
-models does not depend on the pixel values), for `--epochs` epochs (default 4) at each batch size.
+`article_autoencoder`), and notebook 07's photo classifier with its augmentation layers (`photo_classifier`,
+96x96x3 float input, 8 classes), all saved into `helpers/lessons/`, trained with `model.fit` from float32 NumPy
+arrays already in memory (60,000 MNIST-shaped, 50,000 CIFAR-shaped and 20,000 photo-shaped random arrays: the
+speed of these models does not depend on the pixel values), for `--epochs` epochs (default 4) at each batch size.
 Each epoch's rate is `helpers.measure`'s steady-state rate (samples after the first step over the
 seconds after it); the figure is the median of epochs 2 to the last, with their lowest and highest
 as the spread (the first epoch, which compiles, is left out). It needs Keras 3 and NumPy, not
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-BATCH_SIZES = {"mnist_mlp": (32, 256, 1024), "cifar_autoencoder": (32, 256)}
+BATCH_SIZES = {"mnist_mlp": (32, 256, 1024), "cifar_autoencoder": (32, 256), "photo_classifier": (64, 256)}
 
 
 def device_name() -> str:
@@ -75,10 +77,13 @@ def model_and_data(model_name: str, n: int):
 
     article_mlp = lesson_functions("tfdata_mnist")["article_mlp"]
     article_autoencoder = lesson_functions("pydataset_autoencoder")["article_autoencoder"]
+    photo_classifier = lesson_functions("capstone_photos")["photo_classifier"]
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     if model_name == "mnist_mlp":
         return article_mlp(uint8_input=False), rng.random((n, 28, 28), dtype=np.float32), rng.integers(0, 10, n)
+    if model_name == "photo_classifier":   # as notebook 07 trains it: augmentation inside, pixels 0-255
+        return photo_classifier(augment=True), rng.random((n, 96, 96, 3), dtype=np.float32) * 255, rng.integers(0, 8, n)
     x = rng.random((n, 32, 32, 3), dtype=np.float32)
     return article_autoencoder(), x, x
 
@@ -115,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs must be at least 2: the first epoch compiles and is left out")
     import keras
 
-    sizes = {"mnist_mlp": 2_048 if args.quick else 60_000, "cifar_autoencoder": 256 if args.quick else 50_000}
+    sizes = {"mnist_mlp": 2_048 if args.quick else 60_000, "cifar_autoencoder": 256 if args.quick else 50_000,
+             "photo_classifier": 256 if args.quick else 20_000}
     batches = {name: (b[:2] if args.quick else b) for name, b in BATCH_SIZES.items()}
     figures = []
     for name, batch_sizes in batches.items():

@@ -1,13 +1,6 @@
-"""MNIST and CIFAR-10 as uint8 arrays, from local files, Keras's loaders, or (quick mode) stand-ins.
-
-Sources are tried in this order:
-
-1. files in the data directory (`data/mnist.npz`, `data/cifar-10-batches-py/`), for offline rooms;
-2. Keras's own loaders, which download once, verify a checksum and cache in `~/.keras/datasets`;
-3. in quick mode only, a generated stand-in (see `helpers.data.standins`), announced in one line.
-
-When none works the error says what to do. Instructors fill `data/` ahead of class with
-`python -m helpers.data.datasets download`.
+"""MNIST and CIFAR-10 as uint8 arrays: from `data/`, else Keras's loaders (which download once and cache in
+`~/.keras/datasets`), else, in quick mode only, a generated stand-in (`helpers.data.standins`), announced in one
+line. Instructors fill `data/` ahead of an offline class with `python -m helpers.data.datasets download`.
 """
 from __future__ import annotations
 
@@ -26,31 +19,29 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from helpers.data import standins
-from helpers.setup.config import QUICK_ENV, data_dir, quick_mode
-from helpers.storage.files import file_problem, is_regular_file, sha256_of, write_then_rename
 from helpers.data.labels import class_labels
+from helpers.setup.config import QUICK_ENV, data_dir, quick_mode
+from helpers.storage.files import file_problem, sha256_of, write_then_rename
 
 Arrays = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 MNIST_FILE = "mnist.npz"
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
+MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
 CIFAR_DIR = "cifar-10-batches-py"
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR_SHA256 = "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
-CIFAR_TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
-CIFAR_TEST_BATCH = "test_batch"
-
-# Stand-in sizes: they exist only for quick mode, so they are small enough to make in seconds.
-STANDIN_SIZES = {"mnist": (12_000, 2_000), "cifar10": (6_000, 1_000)}
-
-NUM_CLASSES = 10
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-
-# Where the last load of each dataset came from, for notebooks to print or assert on.
-_sources: dict[str, str] = {}
 DISPLAY_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
-STANDIN_DESCRIPTIONS = {"mnist": "digits drawn from stroke glyphs", "cifar10": "ten classes of coloured shapes"}
+# Stand-ins exist only for quick mode: (train, test) sizes small enough to make in seconds, and what they show.
+STANDINS = {"mnist": (12_000, 2_000, "digits drawn from stroke glyphs"),
+            "cifar10": (6_000, 1_000, "ten classes of coloured shapes")}
+# What Keras's loaders read in their cache folder (keras.utils.get_file's download target for each dataset).
+KERAS_CACHE_FILES = {"mnist": "mnist.npz", "cifar10": "cifar-10-batches-py-target_archive"}
+_REFETCH = "Delete it and run `python -m helpers.data.datasets download`, or copy it again."
+
+_sources: dict[str, str] = {}   # where the last load of each dataset came from
 
 
 class DatasetFileError(ValueError):
@@ -62,7 +53,7 @@ class DatasetUnavailableError(RuntimeError):
 
 
 def source_of(name: str) -> str:
-    """Where the last `load_mnist()` / `load_cifar10()` got its data ('mnist' or 'cifar10').
+    """Where the last `load_mnist()` / `load_cifar10()` got its data.
 
     >>> source_of("no such dataset")
     'not loaded yet'
@@ -71,8 +62,7 @@ def source_of(name: str) -> str:
 
 
 def dataset_label(name: str) -> str:
-    """What to call the data in titles and prose: 'MNIST', or 'MNIST stand-in' when the last load
-    fell back to generated data ('mnist' or 'cifar10').
+    """What to call the data in titles and prose: 'MNIST', or 'MNIST stand-in' after a fallback to generated data.
 
     >>> dataset_label("mnist") in ("MNIST", "MNIST stand-in")
     True
@@ -88,66 +78,52 @@ def cifar10_class_names() -> list[str]:
     return list(CIFAR10_CLASSES)
 
 
-# ---------------------------------------------------------------- reading local files
-
-
 def check_labels(labels: np.ndarray, where: str) -> np.ndarray:
-    """Labels as a flat uint8 array after checking they are whole numbers from 0 to 9 (`helpers.data.labels`);
-    `DatasetFileError` naming `where` if not.
-
-    A plain `astype(np.uint8)` would turn -1 into 255 and 300 into 44 without a word.
+    """Labels as a flat uint8 array after checking they are whole numbers from 0 to 9; `DatasetFileError` naming
+    `where` if not (a plain `astype(np.uint8)` would turn -1 into 255).
 
     >>> check_labels(np.array([0, 9]), "here").tolist()
     [0, 9]
     """
     try:
-        return class_labels(labels, where, NUM_CLASSES).astype(np.uint8)
+        return class_labels(labels, where, 10).astype(np.uint8)
     except ValueError as e:
         raise DatasetFileError(f"{e} The file is not the real dataset or is damaged.") from None
 
 
-def _require_regular_file(path: Path) -> None:
-    if not is_regular_file(path):  # a FIFO or a folder would hang or fail deep inside numpy
-        raise DatasetFileError(f"{path} is not a regular file. Replace it with the dataset file.")
+def _require_file(path: Path, if_missing: str = "") -> None:
+    """A FIFO or a folder would hang or fail deep inside numpy: name what is there instead."""
+    if (problem := file_problem(path)) is not None:
+        advice = if_missing if problem == "missing" else "Replace it with the dataset file."
+        raise DatasetFileError(f"{path} is {problem}. {advice}")
 
 
 def read_mnist_npz(path: Path) -> Arrays:
     """Read an MNIST npz in Keras's layout, checking keys, dtypes, shapes and labels."""
     path = Path(path)
-    _require_regular_file(path)
+    _require_file(path)
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise DatasetFileError(
-                f"{path} holds a single .npy array, not an npz archive of x_train, y_train, x_test, y_test. "
-                f"Delete it and run `python -m helpers.data.datasets download`, or copy the real mnist.npz."
-            )
-        with loaded as f:
-            missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in f.files]
-            if missing:
-                raise DatasetFileError(
-                    f"{path} is not an MNIST npz in Keras's layout: it lacks {', '.join(missing)} "
-                    f"(it has {', '.join(f.files) or 'no arrays'})."
-                )
-            arrays = {k: f[k] for k in ("x_train", "y_train", "x_test", "y_test")}
-    except DatasetFileError:
-        raise
+        loaded, arrays = np.load(path, allow_pickle=False), None
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                arrays = {k: loaded[k] for k in loaded.files}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
-        raise DatasetFileError(
-            f"{path} is truncated or corrupt and cannot be read as an npz file ({e}). "
-            f"Delete it and run `python -m helpers.data.datasets download`, or copy it again."
-        ) from None
+        raise DatasetFileError(f"{path} is truncated or corrupt and cannot be read as an npz file ({e}). "
+                               f"{_REFETCH}") from None
+    if arrays is None:
+        raise DatasetFileError(f"{path} holds a single .npy array, not an npz archive of {', '.join(MNIST_KEYS)}. "
+                               f"{_REFETCH}")
+    if missing := [k for k in MNIST_KEYS if k not in arrays]:
+        raise DatasetFileError(f"{path} is not an MNIST npz in Keras's layout: it lacks {', '.join(missing)} "
+                               f"(it has {', '.join(arrays) or 'no arrays'}).")
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim != 3 or x.shape[1:] != (28, 28) or x.dtype != np.uint8:
-            raise DatasetFileError(
-                f"{path}: x_{split} should be uint8 images of shape (N, 28, 28), "
-                f"got {x.dtype} {x.shape}."
-            )
+            raise DatasetFileError(f"{path}: x_{split} should be uint8 images of shape (N, 28, 28), "
+                                   f"got {x.dtype} {x.shape}.")
         if y.shape != (len(x),):
-            raise DatasetFileError(
-                f"{path}: y_{split} should hold one label per image, shape ({len(x)},), got {y.shape}."
-            )
+            raise DatasetFileError(f"{path}: y_{split} should hold one label per image, shape ({len(x)},), "
+                                   f"got {y.shape}.")
         arrays[f"y_{split}"] = check_labels(y, f"{path}, y_{split}")
     return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
 
@@ -160,8 +136,8 @@ def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
 
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
-    """CIFAR's batches are pickles; refuse anything but numpy arrays, numbers, lists and bytes, so a
-    bad file can't run code. Every pickle protocol (0-5) of such data loads."""
+    """Loads numpy arrays, numbers, lists and bytes in any pickle protocol, and refuses anything else, so that a
+    bad CIFAR batch cannot run code."""
 
     allowed = {
         (module, name)
@@ -181,68 +157,37 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One CIFAR-10 python batch as images (N, 32, 32, 3) uint8 and labels (N,) uint8."""
     path = Path(path)
-    if os.path.lexists(path):
-        _require_regular_file(path)
-    else:
-        raise DatasetFileError(
-            f"{path} is missing. The folder {path.parent} should hold data_batch_1 … data_batch_5 "
-            f"and test_batch, as unpacked from cifar-10-python.tar.gz."
-        )
+    _require_file(path, f"The folder {path.parent} should hold data_batch_1 … data_batch_5 and test_batch, "
+                        f"as unpacked from cifar-10-python.tar.gz.")
     try:
         with open(path, "rb") as f:
             batch = _NumpyOnlyUnpickler(f, encoding="bytes").load()
         data, labels = np.asarray(batch[b"data"]), np.asarray(batch[b"labels"])
     except Exception as e:  # pickle raises many types on bad bytes; all mean the same here
-        raise DatasetFileError(
-            f"{path} is truncated or corrupt and cannot be read as a CIFAR-10 batch "
-            f"({type(e).__name__}: {e}). Unpack cifar-10-python.tar.gz again or run "
-            f"`python -m helpers.data.datasets download`."
-        ) from None
+        raise DatasetFileError(f"{path} is truncated or corrupt and cannot be read as a CIFAR-10 batch "
+                               f"({type(e).__name__}: {e}). Unpack cifar-10-python.tar.gz again or run "
+                               f"`python -m helpers.data.datasets download`.") from None
     if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.dtype != np.uint8:
-        raise DatasetFileError(
-            f"{path}: 'data' should be uint8 rows of 3072 bytes (32x32 RGB), got {data.dtype} {data.shape}."
-        )
+        raise DatasetFileError(f"{path}: 'data' should be uint8 rows of 3072 bytes (32x32 RGB), "
+                               f"got {data.dtype} {data.shape}.")
     if labels.shape != (len(data),):
         raise DatasetFileError(f"{path}: {len(labels)} labels for {len(data)} images.")
-    # Rows are stored as all reds, then all greens, then all blues: make them channels-last.
-    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)   # stored as all reds, all greens, all blues
     return np.ascontiguousarray(images), check_labels(labels, f"{path}, labels")
 
 
 def read_cifar_folder(folder: Path) -> Arrays:
     """The whole of `cifar-10-batches-py/` with Keras's shapes (labels as (N, 1))."""
-    train = [read_cifar_batch(Path(folder) / name) for name in CIFAR_TRAIN_BATCHES]
-    x_test, y_test = read_cifar_batch(Path(folder) / CIFAR_TEST_BATCH)
-    x_train = np.concatenate([x for x, _ in train])
+    train = [read_cifar_batch(Path(folder) / f"data_batch_{i}") for i in range(1, 6)]
+    x_test, y_test = read_cifar_batch(Path(folder) / "test_batch")
     y_train = np.concatenate([y for _, y in train])
-    return (x_train, y_train[:, None]), (x_test, y_test[:, None])
-
-
-# ---------------------------------------------------------------- the loaders
-
-
-def _unavailable(name: str, local: Path, reason: str) -> DatasetUnavailableError:
-    return DatasetUnavailableError(
-        f"{name} is not available: there is no {local}, and Keras's downloader failed ({reason}).\n"
-        f"Three ways out:\n"
-        f"  1. connect to the internet and run again (Keras downloads and caches it once);\n"
-        f"  2. place the file at {local} (on a connected machine: `python -m helpers.data.datasets download`, "
-        f"then copy the data/ folder);\n"
-        f"  3. set {QUICK_ENV}=1 to use a small generated stand-in for a quick run."
-    )
-
-
-# What Keras's loaders read in their cache folder (keras.utils.get_file's download target for each dataset).
-KERAS_CACHE_FILES = {"mnist": "mnist.npz", "cifar10": "cifar-10-batches-py-target_archive"}
+    return (np.concatenate([x for x, _ in train]), y_train[:, None]), (x_test, y_test[:, None])
 
 
 def keras_cache_problem(name: str) -> str | None:
-    """Why Keras's cached download of `name` cannot be read safely, or None.
-
-    Keras hashes its cached file before using it; a FIFO there would block that read for ever, and
-    a folder or a device would fail deep inside Keras. So the cache entry is looked at first, without
-    opening it: anything there that is not a regular file is named, and the loader is not called.
-    """
+    """Why Keras's cached download of `name` cannot be read safely, or None. Keras hashes its cached file
+    before using it, and a FIFO there would block that read for ever: anything that is not a regular file is
+    named, without opening it, and the loader is not called."""
     # Where Keras keeps it: $KERAS_HOME, else ~/.keras, else /tmp/.keras where home is not writable.
     bases = [os.environ.get("KERAS_HOME"), "~/.keras", os.path.join(tempfile.gettempdir(), ".keras")]
     for base in filter(None, bases):
@@ -253,69 +198,55 @@ def keras_cache_problem(name: str) -> str | None:
 
 
 def _load(name: str, local: Path, read_local, make_standin, allow_download: bool) -> Arrays:
-    """Try the local file, then Keras's loader `keras.datasets.<name>.load_data`, then (quick mode) a stand-in."""
+    """Try the local file, then `keras.datasets.<name>.load_data`, then (quick mode) a stand-in."""
     if local.exists():
         arrays = read_local(local)
         _sources[name] = f"file {local}"
-    else:
-        reason = "downloads are switched off"
-        arrays = None
-        if allow_download and (problem := keras_cache_problem(name)) is not None:
-            reason = problem
-            print(f"{problem[0].upper()}{problem[1:]}.")
-        elif allow_download:
-            try:
-                import keras
+        return arrays
+    reason = "downloads are switched off"
+    if allow_download and (problem := keras_cache_problem(name)) is not None:
+        reason = problem
+        print(f"{problem[0].upper()}{problem[1:]}.")
+    elif allow_download:
+        try:
+            import keras
 
-                arrays = getattr(keras.datasets, name).load_data()
-                _sources[name] = "keras download cache (~/.keras/datasets)"
-            except Exception as e:  # Keras wraps network errors in a bare Exception
-                reason = str(e).splitlines()[0][:200]
-        if arrays is None:
-            if not quick_mode():
-                raise _unavailable(name, local, reason)
-            n_train, n_test = STANDIN_SIZES[name]
-            print(
-                f"Quick mode: {DISPLAY_NAMES[name]} is not in {local.parent} and could not be downloaded, so this run "
-                f"uses a generated stand-in ({n_train:,} train / {n_test:,} test images, {STANDIN_DESCRIPTIONS[name]}); "
-                f"accuracies and losses on the real {DISPLAY_NAMES[name]} will differ."
-            )
-            x_train, y_train = make_standin(n_train, seed=1)
-            x_test, y_test = make_standin(n_test, seed=2)
-            arrays = (x_train, y_train), (x_test, y_test)
-            _sources[name] = "stand-in (generated)"
-    return arrays
+            arrays = getattr(keras.datasets, name).load_data()
+            _sources[name] = "keras download cache (~/.keras/datasets)"
+            return arrays
+        except Exception as e:  # Keras wraps network errors in a bare Exception
+            reason = str(e).splitlines()[0][:200]
+    if not quick_mode():
+        raise DatasetUnavailableError(
+            f"{name} is not available: there is no {local}, and Keras's downloader failed ({reason}).\n"
+            f"Three ways out:\n"
+            f"  1. connect to the internet and run again (Keras downloads and caches it once);\n"
+            f"  2. place the file at {local} (on a connected machine: `python -m helpers.data.datasets download`, "
+            f"then copy the data/ folder);\n"
+            f"  3. set {QUICK_ENV}=1 to use a small generated stand-in for a quick run.")
+    n_train, n_test, what = STANDINS[name]
+    print(f"Quick mode: {DISPLAY_NAMES[name]} is not in {local.parent} and could not be downloaded, so this run "
+          f"uses a generated stand-in ({n_train:,} train / {n_test:,} test images, {what}); "
+          f"accuracies and losses on the real {DISPLAY_NAMES[name]} will differ.")
+    _sources[name] = "stand-in (generated)"
+    return make_standin(n_train, seed=1), make_standin(n_test, seed=2)
 
 
 def load_mnist(data_dir_override: Path | None = None, allow_download: bool = True) -> Arrays:
-    """MNIST as `(x_train, y_train), (x_test, y_test)`: uint8, images (N, 28, 28), labels (N,).
-
-    Usage: `(x_train, y_train), (x_test, y_test) = load_mnist()`.
-    """
+    """MNIST as `(x_train, y_train), (x_test, y_test)`: uint8, images (N, 28, 28), labels (N,)."""
     local = Path(data_dir_override or data_dir()) / MNIST_FILE
     return _load("mnist", local, read_mnist_npz, standins.make_digits, allow_download)
 
 
 def load_cifar10(data_dir_override: Path | None = None, allow_download: bool = True) -> Arrays:
-    """CIFAR-10 as `(x_train, y_train), (x_test, y_test)`: uint8, images (N, 32, 32, 3), labels (N, 1).
-
-    Usage: `(x_train, y_train), (x_test, y_test) = load_cifar10()`.
-    """
+    """CIFAR-10 as `(x_train, y_train), (x_test, y_test)`: uint8, images (N, 32, 32, 3), labels (N, 1)."""
     local = Path(data_dir_override or data_dir()) / CIFAR_DIR
     return _load("cifar10", local, read_cifar_folder, standins.make_cifar_like, allow_download)
 
 
-# ---------------------------------------------------------------- download for offline rooms
-
-
-
 def fetch(url: str, dest: Path, sha256: str, chunk: int = 1 << 16) -> Path:
-    """Download `url` to `dest` with a progress bar, verify its SHA-256, then move it into place.
-
-    The bytes go to a temporary file beside `dest` first, which is removed if the download
-    fails, is interrupted or does not match the checksum, so nothing partial is ever left
-    behind, under the final name or any other.
-    """
+    """Download `url` to `dest` with a progress bar and verify its SHA-256. Nothing partial is left behind, under
+    any name, when the download fails, is interrupted or does not match (`DatasetFileError`)."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with write_then_rename(dest) as partial:
@@ -325,52 +256,47 @@ def fetch(url: str, dest: Path, sha256: str, chunk: int = 1 << 16) -> Path:
                 while block := response.read(chunk):
                     out.write(block)
                     bar.update(len(block))
-        actual = sha256_of(partial)
-        if actual != sha256:
-            raise DatasetFileError(
-                f"{url} downloaded with SHA-256 {actual}, expected {sha256}: the download is "
-                f"corrupt or the file changed upstream. Nothing was kept; try again."
-            )
+        if (actual := sha256_of(partial)) != sha256:
+            raise DatasetFileError(f"{url} downloaded with SHA-256 {actual}, expected {sha256}: the download is "
+                                   f"corrupt or the file changed upstream. Nothing was kept; try again.")
+    return dest
+
+
+def _download(dest: Path, read, get) -> Path:
+    """`get(dest)` unless something is there already; then check that `read` reads it."""
+    there = dest.exists()
+    if not there:
+        get(dest)
+    read(dest)
+    if there:
+        print(f"{dest} is already there and readable.")
     return dest
 
 
 def download_mnist(target: Path, url: str = MNIST_URL, sha256: str = MNIST_SHA256) -> Path:
     """Put a verified `mnist.npz` in `target` (skipped when a readable one is there)."""
-    dest = Path(target) / MNIST_FILE
-    if dest.exists():
-        read_mnist_npz(dest)
-        print(f"{dest} is already there and readable.")
-        return dest
-    fetch(url, dest, sha256)
-    read_mnist_npz(dest)
-    return dest
+    return _download(Path(target) / MNIST_FILE, read_mnist_npz, lambda dest: fetch(url, dest, sha256))
 
 
 def download_cifar10(target: Path, url: str = CIFAR_URL, sha256: str = CIFAR_SHA256) -> Path:
-    """Put a verified, unpacked `cifar-10-batches-py/` in `target` (skipped when readable)."""
-    folder = Path(target) / CIFAR_DIR
-    if folder.exists():
-        read_cifar_folder(folder)
-        print(f"{folder} is already there and readable.")
-        return folder
-    with tempfile.TemporaryDirectory(dir=target, prefix=".cifar-download-") as tmp:
-        archive = fetch(url, Path(tmp) / "cifar-10-python.tar.gz", sha256)
-        with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
-        read_cifar_folder(Path(tmp) / CIFAR_DIR)  # check before it takes the final name
-        shutil.move(str(Path(tmp) / CIFAR_DIR), folder)
-    return folder
+    """Put a verified, unpacked `cifar-10-batches-py/` in `target` (skipped when a readable one is there)."""
+    def get(folder: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".cifar-download-") as tmp:
+            archive = fetch(url, Path(tmp) / "cifar-10-python.tar.gz", sha256)
+            with tarfile.open(archive) as tar:
+                tar.extractall(tmp, filter="data")
+            read_cifar_folder(Path(tmp) / CIFAR_DIR)  # check before it takes the final name
+            shutil.move(str(Path(tmp) / CIFAR_DIR), folder)
+
+    return _download(Path(target) / CIFAR_DIR, read_cifar_folder, get)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m helpers.data.datasets download`: fill data/ for an offline classroom (README, "Preparing an offline classroom").
-    """
-    parser = argparse.ArgumentParser(
-        prog="python -m helpers.data.datasets",
-        description="Fetch the real datasets into the data directory, for offline classrooms.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    get = sub.add_parser("download", help="download and verify MNIST and CIFAR-10 into data/")
+    """`python -m helpers.data.datasets download`: fill data/ for an offline classroom."""
+    parser = argparse.ArgumentParser(prog="python -m helpers.data.datasets",
+                                     description="Fetch the real datasets into the data directory, for offline classrooms.")
+    get = parser.add_subparsers(dest="command", required=True).add_parser(
+        "download", help="download and verify MNIST and CIFAR-10 into data/")
     get.add_argument("--data-dir", type=Path, default=None, help="default: data/ or $TUTORIAL_DATA_DIR")
     get.add_argument("--only", choices=["mnist", "cifar10"], default=None)
     args = parser.parse_args(argv)

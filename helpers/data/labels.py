@@ -1,20 +1,14 @@
-"""Class labels, checked once for every writer: whole numbers, not negative, below the class count if known.
-
-A plain `astype(np.int64)` would turn 7.9 into 7 and let -1 through; `astype(np.uint8)` would turn
--1 into 255. Writers that take labels (`write_blocks`, the Beam conversion, the dataset loaders)
-call `class_labels` first, so a bad label is an error naming where it came from and its position.
-"""
+"""Class labels, checked once for every writer: whole numbers, not negative, below the class count if known
+(a plain `astype` would turn 7.9 into 7 and -1 into 255)."""
 from __future__ import annotations
 
 import numpy as np
 
 
 def class_labels(labels, where: str, num_classes: int | None = None) -> np.ndarray:
-    """`labels` as a flat int64 array after checking each is a whole number from 0 (to `num_classes` - 1
-    when given); `ValueError` naming `where` and the first bad position if not.
-
-    Labels shaped `(n, 1)` (as CIFAR-10 hands them over) are flattened. Floats are refused even when
-    they look whole: a float label is a sign the wrong column was passed.
+    """`labels` (shape (n,) or (n, 1)) as a flat int64 array after checking each is a whole number from 0 (to
+    `num_classes` - 1 when given); `ValueError` naming `where` and the first bad position if not. Floats are
+    refused even when they look whole: a float label is a sign the wrong column was passed.
 
     >>> class_labels(np.array([[3], [250]]), "here").tolist()
     [3, 250]

@@ -1,8 +1,5 @@
-"""Generated stand-ins for MNIST and CIFAR-10, used only in quick mode with no real data.
-
-They are learnable, not noise: digits are drawn from stroke glyphs with random affine
-jitter and pixel noise; the CIFAR-like images show one of ten shapes with its own colours.
-"""
+"""Learnable stand-ins for MNIST and CIFAR-10, for quick mode without the real data: digits drawn from stroke
+glyphs with random affine jitter and pixel noise, and ten classes of coloured shapes."""
 from __future__ import annotations
 
 import numpy as np
@@ -79,15 +76,9 @@ def make_digits(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 # CIFAR-like classes: a shape and a base colour (RGB, 0-1) for each of ten labels.
 CIFAR_LIKE_CLASSES = [
-    ("disk", (0.9, 0.2, 0.2)),
-    ("square", (0.2, 0.4, 0.9)),
-    ("triangle", (0.2, 0.8, 0.3)),
-    ("horizontal stripes", (0.9, 0.8, 0.2)),
-    ("vertical stripes", (0.7, 0.3, 0.9)),
-    ("checkerboard", (0.2, 0.8, 0.8)),
-    ("cross", (0.95, 0.55, 0.15)),
-    ("ring", (0.9, 0.9, 0.9)),
-    ("diagonal stripes", (0.5, 0.25, 0.1)),
+    ("disk", (0.9, 0.2, 0.2)), ("square", (0.2, 0.4, 0.9)), ("triangle", (0.2, 0.8, 0.3)),
+    ("horizontal stripes", (0.9, 0.8, 0.2)), ("vertical stripes", (0.7, 0.3, 0.9)), ("checkerboard", (0.2, 0.8, 0.8)),
+    ("cross", (0.95, 0.55, 0.15)), ("ring", (0.9, 0.9, 0.9)), ("diagonal stripes", (0.5, 0.25, 0.1)),
     ("blob", (0.95, 0.45, 0.7)),
 ]
 
@@ -96,30 +87,22 @@ def _shape_mask(label: int, yy: np.ndarray, xx: np.ndarray, rng: np.random.Gener
     cy, cx = rng.uniform(0.35, 0.65, size=2)
     r = rng.uniform(0.2, 0.32)
     dy, dx = yy - cy, xx - cx
-    period = rng.uniform(0.15, 0.25)
-    phase = rng.uniform(0, 1)
-    if label == 0:
-        mask = dy**2 + dx**2 < r**2
-    elif label == 1:
-        mask = (abs(dy) < r) & (abs(dx) < r)
-    elif label == 2:
-        mask = (dy < r) & (dy > -r + 2 * abs(dx))
-    elif label == 3:
-        mask = ((yy / period + phase) % 1) < 0.5
-    elif label == 4:
-        mask = ((xx / period + phase) % 1) < 0.5
-    elif label == 5:
-        mask = (((yy / period).astype(int) + (xx / period).astype(int)) % 2) == 0
-    elif label == 6:
-        mask = ((abs(dy) < r / 3) & (abs(dx) < r)) | ((abs(dx) < r / 3) & (abs(dy) < r))
-    elif label == 7:
-        dist = np.sqrt(dy**2 + dx**2)
-        mask = (dist < r) & (dist > r * 0.55)
-    elif label == 8:
-        mask = (((yy + xx) / period + phase) % 1) < 0.5
-    else:
-        return np.clip(1 - (dy**2 + dx**2) / (r * 1.3) ** 2, 0, 1)  # soft blob
-    return mask.astype(np.float32)
+    period, phase = rng.uniform(0.15, 0.25), rng.uniform(0, 1)
+    d2 = dy**2 + dx**2
+    shapes = [   # in the order of CIFAR_LIKE_CLASSES
+        lambda: d2 < r**2,
+        lambda: (abs(dy) < r) & (abs(dx) < r),
+        lambda: (dy < r) & (dy > -r + 2 * abs(dx)),
+        lambda: ((yy / period + phase) % 1) < 0.5,
+        lambda: ((xx / period + phase) % 1) < 0.5,
+        lambda: (((yy / period).astype(int) + (xx / period).astype(int)) % 2) == 0,
+        lambda: ((abs(dy) < r / 3) & (abs(dx) < r)) | ((abs(dx) < r / 3) & (abs(dy) < r)),
+        lambda: (np.sqrt(d2) < r) & (np.sqrt(d2) > r * 0.55),
+        lambda: (((yy + xx) / period + phase) % 1) < 0.5,
+    ]
+    if label == 9:
+        return np.clip(1 - d2 / (r * 1.3) ** 2, 0, 1)   # a soft blob
+    return shapes[label]().astype(np.float32)
 
 
 def make_cifar_like(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -98,6 +98,8 @@ def waiting_share(model_alone, together, after_first_step=False):
     together, floored at 0. Both are lists of `Epoch`s of the same steps, so their seconds compare as step times;
     `after_first_step` leaves out each epoch's first step (the pipeline's start-up)."""
     def seconds(epoch):
+        if after_first_step and epoch.seconds <= epoch.start_up:
+            raise ValueError("an epoch of one step (or one chunk of steps_per_execution) has nothing after its first")
         return epoch.seconds - epoch.start_up if after_first_step else epoch.seconds
 
     return Samples([max(0.0, 1 - seconds(alone) / seconds(both)) for alone, both in zip(model_alone, together)])
@@ -189,8 +191,10 @@ def diagnose(make, model, *, rounds=6, gpu_appetite=None):
         "together": lambda: fit_epoch(model, x=make(), batch_size=batch_size),
     }, rounds=rounds, warmup=1)
     alone, together = measured.epochs["model alone"], measured.epochs["together"]
+    several_marks = all(e.seconds > e.start_up for e in alone + together)   # else nothing follows the first step
     return Diagnosis(measured.samples("pipeline alone"), measured.samples("model alone"), measured.samples("together"),
-                     waiting_share(alone, together), gpu_appetite, waiting_share(alone, together, after_first_step=True))
+                     waiting_share(alone, together), gpu_appetite,
+                     waiting_share(alone, together, after_first_step=True) if several_marks else None)
 
 
 # ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 52)
@@ -297,3 +301,25 @@ def plot_timeline(timeline, ax, title):
     ax.set_title(f"{title}: waiting {timeline.waiting_share:.0%} of {timeline.seconds * 1e3:,.0f} ms")
     ax.legend(handles=[Patch(color=colours[s], label=s) for s in stages], loc="upper center",
               bbox_to_anchor=(0.5, -0.15), ncol=len(stages), fontsize="small")   # below the axes, off the bars
+
+
+# ---------------- from 05_pipeline_profiling.ipynb, 8. Memory: streaming stays flat, loading everything grows (cell 72)
+from helpers.storage.tfrecord import read_manifest, read_split
+
+def train_one_epoch(model, mode, directory, split, batch_size=256):
+    """Train `model` for one epoch of the shards of `split`: "load" reads them all into arrays first, "stream"
+    reads batches from the shards while it trains."""
+    if mode == "load":
+        manifest = read_manifest(directory, split)
+        images = np.empty((manifest.total_records, *manifest.spec.image_shape), np.uint8)   # room for every image
+        labels = np.empty(manifest.total_records, np.int64)
+        at = 0
+        for x, y in read_split(directory, split, 4096):   # filled 4,096 records at a time
+            images[at:at + len(y)], labels[at:at + len(y)] = x.numpy(), y.numpy()
+            at += len(y)
+        model.fit(images, labels, batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
+    elif mode == "stream":
+        stream = read_split(directory, split, batch_size, parallel_reads=4, shuffle_buffer=10_000)
+        model.fit(stream.prefetch(tf.data.AUTOTUNE), epochs=1, verbose=0)
+    else:
+        raise ValueError(f'mode must be "load" or "stream", not {mode!r}')

@@ -176,7 +176,85 @@ def export_packed_uint8(images, path, chunk=4096):
     return path
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 9. Bad files (cell 70)
+# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 56)
+import os
+
+def can_drop_page_cache():
+    """True where the operating system offers `posix_fadvise` (Linux; not macOS or Windows)."""
+    return hasattr(os, "posix_fadvise")
+
+def drop_from_page_cache(paths):
+    """Ask the kernel to drop these files' cached pages, so that the next read comes from the disk.
+
+    Returns False, doing nothing, without `posix_fadvise`. The kernel may keep pages it is using:
+    `cold_read_slowdown` measures whether the drop worked.
+
+    >>> drop_from_page_cache([__file__]) == can_drop_page_cache()
+    True
+    """
+    if not can_drop_page_cache():
+        return False
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages cannot be dropped: write them out first
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return True
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 58)
+from dataclasses import dataclass
+
+from helpers.measure import Samples
+
+# Cold reads at least this many times slower than cached ones (the interval's lower end) reached the disk;
+# below it, the drop failed or the storage is as fast as RAM.
+REACHED_DISK = 1.2
+
+@dataclass
+class ColdRead:
+    """Seconds per read of the same files cold and cached, and their ratio, round by round."""
+    cold: Samples
+    cached: Samples
+    slowdown: Samples   # cold seconds / cached seconds
+    megabytes: float
+
+    @property
+    def reached_disk(self):
+        return self.slowdown.interval[0] > REACHED_DISK
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 59)
+from pathlib import Path
+
+from helpers.measure import alternate, timed
+
+def read_files(paths, chunk=1 << 22):
+    """Read the files to the end; the number of bytes read."""
+    total = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            while block := f.read(chunk):
+                total += len(block)
+    return total
+
+def cold_read_slowdown(paths, rounds=6):
+    """Seconds to read `paths` just after dropping them from the page cache, against reading them again at
+    once (cached), in alternating rounds after a warm-up round. The drop itself is not timed."""
+    read = timed(lambda: read_files(paths))
+
+    def cold():
+        drop_from_page_cache(paths)   # before the clock starts
+        return read()
+
+    measured = alternate({"cold": cold, "cached": read}, rounds=rounds)
+    megabytes = sum(Path(p).stat().st_size for p in paths) / 2**20
+    return ColdRead(measured.samples("cold"), measured.samples("cached"), measured.ratio("cold", "cached"), megabytes)
+
+
+# ---------------- from 03_pydataset_autoencoder.ipynb, 9. Bad files (cell 74)
 import warnings
 from pathlib import Path
 

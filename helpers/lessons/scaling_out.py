@@ -93,7 +93,7 @@ def start_worker(dispatcher, port=0):
                                                      heartbeat_interval_ms=HEARTBEAT_MS))
 
 
-# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 42)
+# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 45)
 CHUNK = 1_000   # records per unit of work: what a runner hands one worker at a time
 
 
@@ -119,7 +119,7 @@ def encode_chunk_dofn():
     return EncodeChunk
 
 
-# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 44)
+# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 47)
 def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shards):
     """Add the conversion to a Beam `pipeline`: chunk starts → encoded records → `num_shards` TFRecord files."""
     import apache_beam as beam
@@ -133,7 +133,7 @@ def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shar
                                                  shard_name_template="-SSSSS-of-NNNNN"))
 
 
-# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 48)
+# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 51)
 def records_digest(files):
     """How many records the files hold, and a SHA-256 of their sorted per-record hashes: equal for the
     same records in any order and any split into files."""

@@ -1,24 +1,16 @@
-"""The measurement core: repeated samples judged on a confidence interval of their median, one
-routine that alternates the sides of a comparison, and one definition of a steady-state rate.
+"""The measurement core every speed or size in the series goes through.
 
-Every speed or size the series reports goes through here:
+- `Samples`: repeated measurements with their median and a distribution-free 95 % confidence interval of it;
+  a goal "≥ x" is met when the interval's lower end meets it, "≤ x" when its upper end does.
+- `alternate`: every side of a comparison once per round, A B then B A, so ratios pair runs side by side.
+- `Epoch`, `fit_epoch`, `pipeline_epoch`: one steady-state rate, for training and for a pipeline alone.
 
-- `Samples`: repeated measurements (seconds, samples/s, or ratios of paired rounds) with their
-  median, their range, and a 95 % confidence interval of the median. A goal such as "≥ 0.95" is
-  met when the interval's lower bound meets it; "≤ 1.05" when its upper bound does.
-- `alternate`: runs every side of a comparison once per round, in one order in even rounds and
-  the reverse order in odd ones (A B, then B A), and keeps what each run returned, so ratios are
-  taken between runs that stood side by side.
-- `Epoch`, `fit_epoch`, `pipeline_epoch`: the steady-state rate of one epoch, counted the same
-  way for a model training and for a pipeline running alone: the epoch's samples divided by the
-  seconds from its start to the end of its last step, after a warm-up epoch (compilation).
-
-This module needs Keras and NumPy only (not TensorFlow), so the GPU reference script can use it
-on any Keras backend.
+Needs Keras and NumPy only (not TensorFlow), so the GPU reference script runs on any Keras backend.
 """
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -29,26 +21,13 @@ import keras
 CONFIDENCE = 0.95
 
 
-# ------------------------------------------------------------------------------------- the interval
-
-
 def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
-    """For `n` samples, the rank `k` of a distribution-free confidence interval of the median,
-    and the interval's exact coverage: the median lies between the k-th lowest and the k-th
-    highest sample with probability `coverage` ≥ `confidence`, whatever the distribution.
+    """For `n` samples, the rank `k` of the narrowest distribution-free interval [x(k), x(n+1-k)] of the median
+    with coverage ≥ `confidence`, and its exact coverage 1 - 2·P(B ≤ k - 1), B ~ Binomial(n, 1/2).
 
-    How: the number B of samples below the true median is Binomial(n, 1/2), so the interval
-    [x(k), x(n+1-k)] misses the median only when B < k or B > n - k, and its coverage is
-    1 - 2·P(B ≤ k - 1). The largest k with coverage ≥ `confidence` gives the narrowest such
-    interval. With fewer than 6 samples no k reaches 95 %: then k = 1 (the whole range) and the
-    coverage returned is lower than asked, which `Samples` reports.
-
-    Why not a bootstrap: this interval is exact for any continuous distribution of independent
-    samples, has no random resampling (the same samples always give the same interval), and
-    stays honest for the small n a notebook can afford, where a bootstrap interval is too narrow.
-    Reference: W. J. Conover, *Practical Nonparametric Statistics*, 3rd ed. (Wiley, 1999), §3.2;
-    J.-Y. Le Boudec, *Performance Evaluation of Computer and Communication Systems* (EPFL Press,
-    2010), Theorem 2.1 and Table A.1.
+    With fewer than 6 samples no k reaches 95 %: k = 1 (the whole range), at the lower coverage returned.
+    Exact for independent samples of any continuous distribution, with no resampling (Conover, *Practical
+    Nonparametric Statistics*, 3rd ed., §3.2; Le Boudec, *Performance Evaluation*, Theorem 2.1).
 
     >>> median_interval_ranks(10)          # the 2nd lowest to the 2nd highest of 10
     (2, 0.978515625)
@@ -57,24 +36,21 @@ def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, 
     """
     if n < 1:
         raise ValueError("a confidence interval needs at least one sample")
-    rank, coverage = 1, 1.0 - 2.0 / 2.0 ** n   # k = 1: the whole range
-    below = 1.0 / 2.0 ** n                      # P(B <= k - 1), for k = 1 so far
+    rank, below = 1, 1.0 / 2.0 ** n   # below: P(B <= k - 1)
+    coverage = 1.0 - 2.0 * below
     for k in range(2, (n + 1) // 2 + 1):
         below += math.comb(n, k - 1) / 2.0 ** n
-        wider_coverage = 1.0 - 2.0 * below
-        if wider_coverage < confidence:
+        if 1.0 - 2.0 * below < confidence:
             break
-        rank, coverage = k, wider_coverage
+        rank, coverage = k, 1.0 - 2.0 * below
     return rank, coverage
 
 
 @dataclass(frozen=True)
 class Samples:
-    """Repeated measurements of one thing: their median, range and the median's confidence interval.
+    """Repeated measurements of one thing: median, range, and the median's confidence interval.
 
-    `interval` is the distribution-free interval of `median_interval_ranks`. Judge a goal on it
-    (`meets`), never on the median alone nor on the lowest sample: an extreme sample only gets
-    more extreme as samples are added, while the interval narrows.
+    Judge a goal on the interval (`meets`), never on the median or an extreme sample.
 
     >>> s = Samples([1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.02, 0.98])
     >>> s.median, s.interval, s.meets("≥ 0.9"), s.meets("≥ 1.0")
@@ -102,7 +78,6 @@ class Samples:
 
     @property
     def low(self) -> float:
-        """The lowest sample (shown beside the interval; never a goal's test)."""
         return min(self.values)
 
     @property
@@ -116,9 +91,7 @@ class Samples:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """(lower, upper) bound of the confidence interval of the median."""
-        k = median_interval_ranks(self.n, self.confidence)[0]
-        ordered = sorted(self.values)
+        k, ordered = median_interval_ranks(self.n, self.confidence)[0], sorted(self.values)
         return ordered[k - 1], ordered[self.n - k]
 
     @property
@@ -127,14 +100,12 @@ class Samples:
         return self.coverage >= self.confidence
 
     def meets(self, goal: str) -> bool | None:
-        """Whether the interval meets a goal written "≥ x", "> x", "≤ x" or "< x" (None for anything else):
-        a lower bound is judged on the interval's lower end, an upper bound on its upper end."""
+        """Whether the interval meets a goal "≥ x", "> x", "≤ x" or "< x" (None for anything else)."""
         goal = goal.strip()
-        for sign, test in (("≥", lambda lo, hi, x: lo >= x), (">=", lambda lo, hi, x: lo >= x),
-                           (">", lambda lo, hi, x: lo > x), ("≤", lambda lo, hi, x: hi <= x),
-                           ("<=", lambda lo, hi, x: hi <= x), ("<", lambda lo, hi, x: hi < x)):
+        for sign, end, test in (("≥", 0, operator.ge), (">=", 0, operator.ge), (">", 0, operator.gt),
+                                ("≤", 1, operator.le), ("<=", 1, operator.le), ("<", 1, operator.lt)):
             if goal.startswith(sign):
-                return test(*self.interval, float(goal[len(sign):]))
+                return test(self.interval[end], float(goal[len(sign):]))
         return None
 
     def compared_to(self, value: float = 1.0) -> str:
@@ -145,17 +116,12 @@ class Samples:
     def scaled(self, factor: float) -> "Samples":
         return Samples([v * factor for v in self.values], self.confidence)
 
-    def inverse(self) -> "Samples":
-        return Samples([1.0 / v for v in self.values], self.confidence)
-
     def describe(self, fmt: str = ".2f", unit: str = "") -> str:
-        """The median with its interval and the confidence it really has, e.g. "1.02× (95% CI 0.98–1.05,
-        8 rounds; range 0.91–1.10)", or, with fewer than 6 rounds, "1.02× (range 0.98–1.05 over 3
-        rounds, ≈75% confidence; 6 or more rounds give 95%)"."""
+        """The median with its interval, e.g. "1.02× (95% CI 0.98–1.05, 8 rounds; range 0.91–1.10)"."""
         return f"{self.median:{fmt}}{unit} ({self.interval_text(fmt)})"
 
     def interval_text(self, fmt: str = ".2f") -> str:
-        """What `describe` puts in brackets: the interval, its confidence, the rounds and the range."""
+        """The interval, its confidence (the one it really has with fewer than 6 rounds), the rounds, the range."""
         low, high = self.interval
         if not self.enough:
             return (f"range {low:{fmt}}–{high:{fmt}} over {self.n} rounds, ≈{self.coverage:.0%} confidence; "
@@ -169,9 +135,6 @@ class Samples:
         return self.describe()
 
 
-# ------------------------------------------------------------------------------------- alternation
-
-
 @dataclass
 class Rounds:
     """What `alternate` measured: each side's value per round, and ratios between sides round by round."""
@@ -181,7 +144,6 @@ class Rounds:
     epochs: dict[str, list["Epoch"]] = field(default_factory=dict)   # where a side returned an Epoch
 
     def samples(self, name: str) -> Samples:
-        """One side's values over the rounds (seconds, samples/s, bytes: whatever it returned)."""
         return Samples(self.values[name])
 
     def ratio(self, name: str, baseline: str) -> Samples:
@@ -194,14 +156,11 @@ class Rounds:
 
 
 def alternate(sides: dict[str, Callable[[], "float | Epoch"]], rounds: int, warmup: int = 1) -> Rounds:
-    """Run every side once per round, in the given order in even rounds and reversed in odd ones.
+    """Run every side once per round, in the given order in even rounds and reversed in odd ones (A B, B A).
 
-    With two sides that is A B, then B A: whatever the first run of a round leaves behind (a warm
-    cache, a busy allocator, a clock boost) falls on each side equally often, and a slow spell of
-    the machine slows both runs of a round and cancels in their ratio. With more sides, each pair
-    still sees both orders, and a steady drift over a round cancels between a round and the next.
-    A side returns one number (seconds, samples/s, bytes) or an `Epoch` (whose `rate` is kept).
-    `warmup` rounds run first and are not kept (tracing, compilation, file caches).
+    What a run leaves behind (a warm cache, a clock boost) falls on each side equally often, and a slow spell
+    of the machine cancels in a round's ratio. A side returns a number or an `Epoch` (its `rate` is kept).
+    `warmup` rounds run first and are not kept.
 
     >>> order = []
     >>> r = alternate({"A": lambda: order.append("A") or 2.0, "B": lambda: order.append("B") or 1.0}, rounds=2)
@@ -213,12 +172,10 @@ def alternate(sides: dict[str, Callable[[], "float | Epoch"]], rounds: int, warm
     names = list(sides)
     result = Rounds(names, {name: [] for name in names})
     for index in range(warmup + rounds):
-        order = names if index % 2 == 0 else names[::-1]
-        outcome = {name: sides[name]() for name in order}
+        outcome = {name: sides[name]() for name in (names if index % 2 == 0 else names[::-1])}
         if index < warmup:
             continue
-        for name in names:
-            value = outcome[name]
+        for name, value in outcome.items():
             if isinstance(value, Epoch):
                 result.epochs.setdefault(name, []).append(value)
                 value = value.rate
@@ -241,23 +198,15 @@ def time_repeats(function: Callable[[], object], repeats: int = 5, warmup: int =
     return alternate({"run": timed(function)}, rounds=repeats, warmup=warmup).samples("run")
 
 
-# ------------------------------------------------------------------------------------- the steady-state rate
-
-
 @dataclass(frozen=True)
 class Epoch:
-    """One whole epoch: how many samples, and the seconds from its start to the end of its last step.
+    """One whole epoch: its samples, the seconds from its start to the end of its last step, and to the end
+    of its first (`start_up`, paid by every epoch). Measure after a warm-up epoch, so that what is paid
+    once per run (tracing, compiling) is left out: that is the steady-state rate."""
 
-    Every epoch pays its own start-up (an iterator created, workers started, files opened, a
-    shuffle buffer filled before the first batch comes out), so the rate counts it; `start_up`,
-    the wait for the first step, is kept beside it to show how much of the epoch it was. What is
-    paid once per run, not per epoch (tracing, compiling, a cache file filled), is left out by
-    measuring after a warm-up epoch: the rate of a warmed-up epoch is the steady-state rate.
-    """
-
-    samples: int        # samples delivered or trained in the epoch
-    seconds: float      # from the start of the epoch to the end of its last step
-    start_up: float     # from the start of the epoch to the end of its first step
+    samples: int
+    seconds: float
+    start_up: float
 
     @property
     def rate(self) -> float:
@@ -267,8 +216,8 @@ class Epoch:
 
 
 def steady_epoch(start: float, marks: Sequence[tuple[float, int]]) -> Epoch:
-    """The one definition of a steady-state rate: `marks` are (time, samples done so far) after
-    each step, or after each chunk of steps; the epoch began at `start`.
+    """The one definition of a steady-state rate: `marks` are (time, samples done so far) after each step or
+    chunk of steps; the epoch began at `start`.
 
     >>> steady_epoch(0.0, [(1.0, 100), (2.0, 200), (4.0, 300)])
     Epoch(samples=300, seconds=4.0, start_up=1.0)
@@ -280,17 +229,12 @@ def steady_epoch(start: float, marks: Sequence[tuple[float, int]]) -> Epoch:
 
 
 class EpochClock(keras.callbacks.Callback):
-    """Marks the end of every step `fit` reports, counting steps from the batch index Keras passes.
-
-    Under `steps_per_execution=N` Keras runs N steps per call and calls `on_train_batch_end`
-    once per chunk, with the index of the chunk's last step: counting calls would under-count
-    the steps N times; counting from the index does not.
-    """
+    """Marks the end of every step `fit` reports, counting steps from the batch index Keras passes (under
+    `steps_per_execution=N` Keras calls `on_train_batch_end` once per N steps)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.start = 0.0
-        self.marks: list[tuple[float, int]] = []   # (time, steps done)
+        self.start, self.marks = 0.0, []   # marks: (time, steps done)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.start, self.marks = time.perf_counter(), []
@@ -299,49 +243,37 @@ class EpochClock(keras.callbacks.Callback):
         self.marks.append((time.perf_counter(), batch + 1))
 
     def epoch(self, batch_size: int, total_samples: int | None = None) -> Epoch:
-        """The last epoch's steady state, with `batch_size` samples per step (a last, smaller batch
-        is counted exactly when `total_samples` is given)."""
-        def done(steps: int) -> int:
-            samples = steps * batch_size
-            return samples if total_samples is None else min(samples, total_samples)
-
-        return steady_epoch(self.start, [(t, done(steps)) for t, steps in self.marks])
+        """The last epoch's steady state; `total_samples` counts a last, smaller batch exactly."""
+        cap = math.inf if total_samples is None else total_samples
+        return steady_epoch(self.start, [(t, min(steps * batch_size, cap)) for t, steps in self.marks])
 
 
 def fit_epoch(model: keras.Model, *, batch_size: int, samples: int | None = None, **fit_args) -> Epoch:
     """Train `model` for one epoch (`model.fit(**fit_args, epochs=1)`) and return its steady state.
 
-    `batch_size` is the samples per step (for arrays it is also passed to `fit`); `samples`, the
-    epoch's size, counts a smaller last batch exactly. Run a warm-up epoch first (as `alternate`
-    does) so that tracing and compilation are not counted.
+    `batch_size`: samples per step (passed to `fit` for arrays); `samples`: the epoch's size, for a smaller
+    last batch. Run a warm-up epoch first (as `alternate` does).
     """
-    clock, callbacks = EpochClock(), fit_args.pop("callbacks", [])
-    if "y" in fit_args or _is_array(fit_args.get("x")):
+    clock, callbacks, x = EpochClock(), fit_args.pop("callbacks", []), fit_args.get("x")
+    is_array = hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "element_spec")
+    if "y" in fit_args or is_array:
         fit_args.setdefault("batch_size", batch_size)
     model.fit(**fit_args, epochs=1, verbose=0, callbacks=[clock, *callbacks])
-    if samples is None and _is_array(fit_args.get("x")):
-        samples = len(fit_args["x"])
+    if samples is None and is_array:
+        samples = len(x)
     return clock.epoch(batch_size, samples)
 
 
-def _is_array(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "element_spec")
-
-
 def batches_of(source) -> Iterable:
-    """The batches of one epoch: a `PyDataset` asked by index (as one worker would), or any
-    iterable such as a `tf.data.Dataset`.
-    """
+    """The batches of one epoch: a `PyDataset` asked by index (as one worker would), or any iterable."""
     if isinstance(source, keras.utils.PyDataset):
         return (source[i] for i in range(len(source)))
     return source
 
 
 def pipeline_epoch(source) -> Epoch:
-    """One epoch of `source` with no model at all, every batch produced and ready as `fit` gets
-    it, counted as `fit_epoch` counts training (samples are counted exactly). The epoch starts
-    when its iterator is created, as in `fit`.
-    """
+    """One epoch of `source` with no model, every batch produced as `fit` gets it, counted as `fit_epoch`
+    counts training; the epoch starts when its iterator is created."""
     start, done, marks = time.perf_counter(), 0, []
     for inputs, *_ in batches_of(source):
         done += len(inputs)

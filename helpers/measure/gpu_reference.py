@@ -1,18 +1,10 @@
 """How fast a GPU trains the series' two models: the appetite an input pipeline must meet.
 
-Measured on 2026-11-30 by the series' maintainers on one NVIDIA H200 (a host with 16 cores),
-Keras 3.15.1 on the JAX backend, training from in-memory float32 NumPy arrays with
-`model.fit`; steady-state throughput is the median of epochs 2-4 (the first epoch, which
-compiles, left out), with the lowest and highest epoch as the spread. The models are the
-series' own: the older article's 784-512-10 MNIST MLP and its CIFAR-10 convolutional
-autoencoder (`article_autoencoder`, saved from notebook 03 into `helpers.lessons.pydataset_autoencoder`).
-On the PyTorch backend the same GPU ran 4-10x slower for these small models (per-step overhead, not the GPU).
-
-To measure them again on any machine with a GPU (one command, Keras 3 on any backend, no TensorFlow
-needed): `KERAS_BACKEND=jax python -m tools.gpu_appetite`. The script (`tools/gpu_appetite.py`) follows
-the method above and prints the `GpuFigure` lines to paste here; `--quick` only checks it on a CPU.
-
-These numbers are a reference, not a promise: a notebook run on a GPU measures its own GPU.
+Measured on 2026-11-30 on one NVIDIA H200 (16 host cores), Keras 3.15.1 on JAX, `model.fit` from in-memory
+float32 arrays: the median of epochs 2-4 and their spread, for the article's 784-512-10 MNIST MLP and its
+CIFAR-10 autoencoder (notebook 03). PyTorch ran these small models 4-10x slower (per-step overhead).
+Measure again on any GPU with `KERAS_BACKEND=jax python -m tools.gpu_appetite` (it prints the lines to paste
+here). A reference, not a promise: a notebook run on a GPU measures its own.
 """
 from __future__ import annotations
 
@@ -40,7 +32,7 @@ GPU_TRAINING_THROUGHPUT: dict[str, list[GpuFigure]] = {
 
 
 def gpu_appetite(model: str, batch_size: int) -> GpuFigure:
-    """The reference GPU's training throughput for `model` at `batch_size` (one that was measured).
+    """The reference GPU's training throughput for `model` at a measured `batch_size`.
 
     >>> gpu_appetite("cifar_autoencoder", 32).samples_per_second
     11506

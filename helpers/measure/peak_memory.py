@@ -1,9 +1,10 @@
-"""Peak memory of training: load everything into arrays, or stream from shards. Measured in a child process.
+"""Peak memory of one training epoch, measured in a fresh child process: the launcher and the measurement.
 
-A process's peak resident set size (RSS) only ever grows, and TensorFlow keeps memory it has
-used, so each measurement runs in a fresh Python process that trains one epoch and reports its
-own peak and its size just after importing TensorFlow and building the model (the floor every
-run pays, whatever the data). On Linux the peak is the kernel's high-water mark for the
+What the child trains is notebook 05's `train_one_epoch` (load everything into arrays, or stream
+from shards; `helpers.lessons.pipeline_profiling`). A process's peak resident set size (RSS) only
+ever grows, and TensorFlow keeps memory it has used, so each run is a fresh Python process: it
+builds the article's MLP, notes its size (the floor every run pays, whatever the data), trains one
+epoch and reports its own peak. On Linux the peak is the kernel's high-water mark for the
 process's memory (`VmHWM` in `/proc/self/status`), not `getrusage`'s `ru_maxrss`: a child
 started from a large parent (a notebook kernel with TensorFlow loaded) inherits the parent's
 `ru_maxrss` across `fork` and `exec`, so it would report the parent's size, not its own.
@@ -73,42 +74,9 @@ def _current_rss_mib() -> float:
         return _peak_rss_mib()
 
 
-def train_one_epoch(mode: str, directory: str, split: str, batch_size: int = 256) -> MemoryRun:
-    """In this process: train the article's MLP for one epoch of `split`, loading it all first or streaming it.
-
-    `load` reads every record into one uint8 array (the way `keras.datasets` hands MNIST over)
-    and fits on the arrays; `stream` fits on notebook 04's shuffled pipeline, which holds a
-    10,000-record shuffle buffer and a few batches, whatever the size of the split.
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    from helpers.lessons.tfdata_mnist import article_mlp
-    from helpers.storage.tfrecord import read_manifest, read_split
-
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    manifest = read_manifest(directory, split)
-    model = article_mlp()
-    floor = _current_rss_mib()
-    if mode == "load":
-        images = np.empty((manifest.total_records, *manifest.spec.image_shape), np.uint8)
-        labels = np.empty(manifest.total_records, np.int64)
-        at = 0
-        for x, y in read_split(directory, split, 4096):
-            images[at:at + len(y)], labels[at:at + len(y)] = x.numpy(), y.numpy()
-            at += len(y)
-        model.fit(images, labels, batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
-    else:
-        stream = read_split(directory, split, batch_size, parallel_reads=4, shuffle_buffer=10_000)
-        model.fit(stream.prefetch(tf.data.AUTOTUNE), epochs=1, verbose=0)
-    data_mib = manifest.total_records * manifest.spec.nbytes / 2**20
-    return MemoryRun(mode, manifest.total_records, data_mib, floor, _peak_rss_mib())
-
-
 def peak_training_memory(mode: str, directory: str | Path, split: str, batch_size: int = 256,
                          timeout: float = 900, budget_mib: float | None = None) -> MemoryRun:
-    """Run `train_one_epoch` in a fresh Python process and return what it measured.
+    """Run notebook 05's `train_one_epoch` in a fresh Python process and return what it measured.
 
     Without a budget, a failure in the child is raised here as a `RuntimeError` with the
     child's last lines of output. With `budget_mib`, a child that runs out of memory under
@@ -189,6 +157,20 @@ def limit_memory(budget_mib: float) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
+def _measure(mode: str, directory: str, split: str, batch_size: int) -> MemoryRun:
+    """In the child: build the article's MLP, note the floor, train one epoch with notebook 05's `train_one_epoch`."""
+    from helpers.lessons.pipeline_profiling import train_one_epoch
+    from helpers.lessons.tfdata_mnist import article_mlp
+    from helpers.storage.tfrecord import read_manifest
+
+    manifest = read_manifest(directory, split)
+    model = article_mlp()
+    floor = _current_rss_mib()
+    train_one_epoch(model, mode, directory, split, batch_size)
+    return MemoryRun(mode, manifest.total_records, manifest.total_records * manifest.spec.nbytes / 2**20, floor,
+                     _peak_rss_mib())
+
+
 if __name__ == "__main__":
     from helpers.scale.processes import exit_with_parent
 
@@ -198,10 +180,11 @@ if __name__ == "__main__":
     if budget is not None:
         limit_memory(budget)  # before TensorFlow is imported, so everything it allocates counts
     try:
-        run = train_one_epoch(mode_arg, directory_arg, split_arg, int(batch_arg))
+        run = _measure(mode_arg, directory_arg, split_arg, int(batch_arg))
     except Exception as error:  # under a budget, an allocation that fails anywhere (even importing TensorFlow)
         if budget is None or not _is_out_of_memory(error):
             raise
-        print(f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
-        sys.exit(OUT_OF_MEMORY_EXIT)
-    print(json.dumps({**run.__dict__, "budget_mib": budget}))
+        print(f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}", flush=True)
+        os._exit(OUT_OF_MEMORY_EXIT)
+    print(json.dumps({**run.__dict__, "budget_mib": budget}), flush=True)
+    os._exit(0)  # the report is out: skip TensorFlow's teardown (a second or two per child)

@@ -1,12 +1,7 @@
-"""Running notebook 06's Apache Beam conversion as a job of its own.
+"""Running notebook 06's Apache Beam conversion (`build_conversion`, in `helpers.lessons.scaling_out`) as a job of
+its own: saving and checking the source, and the launcher.
 
-The pipeline (`build_conversion`, `encode_chunk_dofn`) and `records_digest` are written in notebook 06
-and saved in helpers.lessons.scaling_out. Here: saving and checking the source, and the launcher.
-
-    images_path, labels_path = save_source(images, labels, "data/source")
-    files = convert_with_beam(images_path, labels_path, "data/beam-shards", "train", num_shards=8)
-
-Introduced in notebooks/06_scaling_out.ipynb.
+    files = convert_with_beam(*save_source(images, labels, "data/source"), "data/beam-shards", "train", num_shards=8)
 """
 from __future__ import annotations
 
@@ -26,12 +21,8 @@ from helpers.scale.processes import child_environment, exit_with_parent
 
 def save_source(images: np.ndarray, labels: np.ndarray, directory: str | Path,
                 num_classes: int | None = None) -> tuple[Path, Path]:
-    """Save images and labels as two `.npy` files, the "source records" a conversion reads; returns their paths.
-
-    Labels are checked first (whole numbers from 0, below `num_classes` when given). Each file is
-    written under a temporary name and renamed.
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """Save images and labels (checked: whole numbers from 0, below `num_classes` when given) as two `.npy` files,
+    each atomically: the "source records" a conversion reads. Returns their paths."""
     images, labels = np.asarray(images), class_labels(labels, "save_source", num_classes)
     if len(images) != len(labels):
         raise ValueError(f"save_source: {len(images):,} images but {len(labels):,} labels")
@@ -45,12 +36,9 @@ def save_source(images: np.ndarray, labels: np.ndarray, directory: str | Path,
 
 
 def check_source(images_path: str | Path, labels_path: str | Path, num_classes: int | None = None) -> int:
-    """Check the source files before a conversion starts: both `.npy` arrays, one label for every image,
-    labels whole numbers from 0 (below `num_classes` when given), images numeric. Returns the record count;
-    each problem is a `ValueError` naming the file.
-
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """Check the source files before a conversion starts: both `.npy` arrays, one label for every image, labels
+    whole numbers from 0 (below `num_classes`), images numeric. Returns the record count; each problem is a
+    `ValueError` naming the file."""
     arrays = []
     for path in (Path(images_path), Path(labels_path)):
         if (problem := file_problem(path)) is not None:
@@ -72,14 +60,9 @@ def check_source(images_path: str | Path, labels_path: str | Path, num_classes: 
 def convert_with_beam(images_path: str | Path, labels_path: str | Path, directory: str | Path, split: str,
                       num_shards: int = 8, beam_args: list[str] | None = None, timeout: float = 3600,
                       num_classes: int | None = None) -> list[Path]:
-    """Launch the conversion as a Beam job (DirectRunner unless `beam_args` say otherwise); return the shard files.
-
-    The job runs as its own process, `python -m helpers.scale.beam ...`, as from a script (in a notebook
-    kernel Beam would also load its interactive tools, which need pandas). It writes into a temporary
-    folder beside the output; only a finished job's files are renamed into place
-    (`{split}-00000-of-0000N.tfrecord`), so a failed run leaves no partial shards.
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """Run the conversion as a Beam job (DirectRunner unless `beam_args` say otherwise) in a process of its own
+    (in a notebook kernel Beam would load its interactive tools, which need pandas); return the shard files. Only
+    a finished job's files are renamed into place from a temporary folder: a failed run leaves no partial shard."""
     check_name(split, "split name")
     check_source(images_path, labels_path, num_classes)   # before any worker starts: bad input fails here, by name
     command = [sys.executable, "-m", "helpers.scale.beam", str(images_path), str(labels_path), str(directory),
@@ -108,11 +91,9 @@ def _run_conversion(images_path: str, labels_path: str, directory: str, split: s
         written = sorted(work.glob(f"{split}-*-of-*.tfrecord"))
         if len(written) != num_shards:
             raise RuntimeError(f"Beam wrote {len(written)} shard files in {work}, expected {num_shards}")
-        files = []
         for path in written:
             os.replace(path, directory / path.name)
-            files.append(directory / path.name)
-        return files
+        return [directory / path.name for path in written]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

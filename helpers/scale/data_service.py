@@ -1,17 +1,8 @@
-"""A tf.data service on this machine: one dispatcher and N workers, each its own process.
-
-Each process runs what notebook 06 writes (`start_dispatcher`, `start_worker`, saved in
-helpers.lessons.scaling_out), as each machine of a cluster would:
+"""A tf.data service on this machine: one dispatcher and N workers, each its own process running notebook 06's
+`start_dispatcher` / `start_worker` (`helpers.lessons.scaling_out`), as each machine of a cluster would:
 
     python -m helpers.scale.data_service dispatcher --port 5050
     python -m helpers.scale.data_service worker --dispatcher localhost:5050
-
-`DataServiceCluster` starts them (ports chosen free at run time), waits until each prints READY, and
-stops them when its `with` block ends. TensorFlow's gRPC servers take no bind address and no
-credentials, so they listen on every network interface, and a worker runs whatever dataset graph a
-client registers (tensorflow/tensorflow#11689): `DataServiceCluster` prints one line saying so.
-
-Introduced in notebooks/06_scaling_out.ipynb.
 """
 from __future__ import annotations
 
@@ -24,11 +15,8 @@ from helpers.scale.processes import READY, ChildProcesses, exit_with_parent, exp
 
 
 class DataServiceCluster:
-    """A dispatcher and `workers` worker processes on localhost; `target` is the address to pass to
-    `tf.data.experimental.service.distribute(service=...)`.
-
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """A dispatcher and `workers` worker processes on localhost (free ports), started and ready inside the `with`
+    block, which prints what they expose; `target` is the address for `distribute(service=...)`."""
 
     def __init__(self, workers: int = 2) -> None:
         self.n_workers = workers
@@ -65,10 +53,7 @@ class DataServiceCluster:
 
 
 def port_is_taken(port: int) -> bool:
-    """Whether another process already listens on `port` (on any interface), checked by binding it.
-
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """Whether another process already listens on `port` (on any interface), checked by binding it."""
     if port == 0:
         return False
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

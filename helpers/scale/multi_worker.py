@@ -1,14 +1,6 @@
-"""Launching notebook 06's `MultiWorkerMirroredStrategy` workers on localhost.
-
-Each worker is `python -m helpers.scale.multi_worker DIR SPLIT EPOCHS BATCH` with its own `TF_CONFIG`:
-it runs `train_worker` (written in notebook 06, saved in helpers.lessons.scaling_out) and prints its
-report as one line of JSON. `train_on_workers` picks free ports, starts the workers, reads their
-reports and stops them all. Their gRPC servers listen on every network interface, without
-authentication (TensorFlow offers no bind address): `train_on_workers` prints one line saying so.
-
-    train_on_workers(shard_dir, "train", workers=2, epochs=1)
-
-Introduced in notebooks/06_scaling_out.ipynb.
+"""Launching notebook 06's `MultiWorkerMirroredStrategy` workers on localhost: each is
+`python -m helpers.scale.multi_worker DIR SPLIT EPOCHS BATCH` with its own `TF_CONFIG`, runs `train_worker`
+(`helpers.lessons.scaling_out`) and prints its report as one line of JSON.
 """
 from __future__ import annotations
 
@@ -23,10 +15,7 @@ from helpers.scale.processes import child_environment, exit_with_parent, exposur
 
 @dataclass(frozen=True)
 class WorkerResult:
-    """What one worker reports after training.
-
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """What one worker reports after training."""
 
     index: int
     replicas: int            # replicas in sync across the whole cluster
@@ -39,8 +28,6 @@ class WorkerResult:
 def tf_config(addresses: list[str], index: int) -> str:
     """The `TF_CONFIG` of worker `index` in a cluster of workers at `addresses`.
 
-    Introduced in notebooks/06_scaling_out.ipynb.
-
     >>> tf_config(["localhost:1", "localhost:2"], 1)
     '{"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker", "index": 1}}'
     """
@@ -49,12 +36,9 @@ def tf_config(addresses: list[str], index: int) -> str:
 
 def train_on_workers(directory: str | Path, split: str, workers: int = 2, epochs: int = 1,
                      global_batch: int = 256, timeout: float = 300) -> list[WorkerResult]:
-    """Start `workers` processes that run `train_worker` together, wait for them, return their reports.
-
-    A worker that fails makes this raise with its last lines of output; every worker is
-    stopped before this returns or raises.
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """Start `workers` processes (on free ports, saying what they expose) that run `train_worker` together, and
+    return their reports. A failed worker raises with its last lines of output; every worker is stopped before
+    this returns or raises."""
     addresses = [f"localhost:{free_port()}" for _ in range(workers)]
     print(exposure_warning(f"the cluster of {workers} training workers",
                            [int(address.rsplit(":", 1)[1]) for address in addresses]))

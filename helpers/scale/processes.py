@@ -1,16 +1,5 @@
-"""Helper processes a notebook starts (servers, workers) and is sure to stop.
-
-`ChildProcesses` starts Python programs, waits until each says it is ready, and stops them all
-when its `with` block ends, also when the block raises. Should the notebook's own process die
-without cleaning up, each child stops itself: it asks Linux to send it SIGTERM when its parent
-dies (`prctl(PR_SET_PDEATHSIG)`), and checks every second that its parent is still there
-(`exit_with_parent`, called by every child program of the series).
-
-    with ChildProcesses() as children:
-        children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", "5050"])
-
-Introduced in notebooks/06_scaling_out.ipynb.
-"""
+"""Helper processes a notebook starts (servers, workers) and is sure to stop: `ChildProcesses` stops them when
+its `with` block ends, and each child stops itself when the notebook's process dies (`exit_with_parent`)."""
 from __future__ import annotations
 
 import atexit
@@ -31,8 +20,6 @@ READY = "READY"  # the line a child prints when it is ready to serve
 def free_port() -> int:
     """A TCP port on localhost that nothing listens on right now (the kernel picks it).
 
-    Introduced in notebooks/06_scaling_out.ipynb.
-
     >>> 1024 <= free_port() <= 65535
     True
     """
@@ -45,16 +32,10 @@ PARENT_ENV = "BTM_PARENT"  # "<pid>:main" or "<pid>:thread": who started this ch
 
 
 def child_environment(extra: dict | None = None, *, gpu: bool) -> dict:
-    """The environment for a child program of the series: this one, quiet TensorFlow, unbuffered
-    output, `BTM_PARENT` saying which process started it and whether from its main thread (read by
-    `exit_with_parent`), and an explicit decision about the GPU.
-
-    Every caller says `gpu=`. With `gpu=False` (every child the series starts: servers, workers, the memory ones) the child
-    sees no GPU (`CUDA_VISIBLE_DEVICES=""`), so it cannot take GPU memory from the notebook's kernel, and a
-    process under a memory budget never loads CUDA. With `gpu=True` it sees the GPUs and lets their memory
-    grow as needed (`TF_FORCE_GPU_ALLOW_GROWTH`), so that it can share a GPU with the kernel. A child never
-    rehearses the GPU branch: it takes the branch of what it sees.
-    """
+    """The environment for a child program: this one, quiet TensorFlow, unbuffered output, `BTM_PARENT` (for
+    `exit_with_parent`), no GPU rehearsal, and an explicit decision about the GPU: `gpu=False` hides it (the child
+    cannot take the kernel's GPU memory nor load CUDA under a memory budget); `gpu=True` shows it with memory
+    growth on, so that the child can share it with the kernel."""
     thread = "main" if threading.current_thread() is threading.main_thread() else "thread"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1", PARENT_ENV: f"{os.getpid()}:{thread}"}
     env.pop(REHEARSAL_ENV, None)
@@ -68,18 +49,10 @@ def child_environment(extra: dict | None = None, *, gpu: bool) -> dict:
 
 
 def exit_with_parent() -> None:
-    """In a child program: stop when the process that started it is gone, even if it went before
-    this child got this far.
-
-    The parent's process id comes from `BTM_PARENT` (set by `child_environment`), not from
-    `os.getppid()` now: a parent killed while this child's Python was still starting has already
-    been replaced by init, and the child would watch the wrong process. Where the parent started
-    the child from its main thread, Linux is also asked to send SIGTERM the moment the parent
-    dies (`prctl(PR_SET_PDEATHSIG)`); not from another thread, because that signal follows the
-    thread that started the child, and would stop it when the thread ends. A watcher thread
-    checks every 0.2 s that the parent is still the parent.
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """In a child program: stop when the process that started it is gone, even if it went before this child got
+    this far. The parent comes from `BTM_PARENT`, not `os.getppid()` (a parent killed during start-up has already
+    been replaced by init). Linux sends SIGTERM when the parent dies (`PR_SET_PDEATHSIG`, only when started from
+    the parent's main thread: the signal follows the thread), and a watcher thread checks every 0.2 s."""
     pid, _, thread = os.environ.get(PARENT_ENV, "").partition(":")
     parent = int(pid) if pid.isdigit() else os.getppid()
     if sys.platform.startswith("linux") and thread == "main":
@@ -101,13 +74,9 @@ def exit_with_parent() -> None:
 
 
 def exposure_warning(what: str, ports: int | list[int]) -> str:
-    """The one line printed whenever the series starts a TensorFlow gRPC server, saying what it exposes.
-
-    TensorFlow's servers (the tf.data service, a multi-worker cluster) take a port but no address to
-    bind to and no credentials: they listen on every network interface, and a tf.data worker runs any
-    dataset graph a client sends it (tensorflow/tensorflow#11689: "designed to run on private networks").
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """The line printed whenever the series starts a TensorFlow gRPC server: they take no bind address and no
+    credentials, so they listen on every interface, and a tf.data worker runs any graph a client sends
+    (tensorflow/tensorflow#11689)."""
     ports = [ports] if isinstance(ports, int) else list(ports)
     where = f"port {ports[0]}" if len(ports) == 1 else f"ports {', '.join(map(str, ports[:-1]))} and {ports[-1]}"
     return (f"Note: {what} listens on {where} on every network interface of this machine, without "
@@ -116,10 +85,7 @@ def exposure_warning(what: str, ports: int | list[int]) -> str:
 
 
 class ChildProcesses:
-    """Python child processes that all stop when the `with` block ends (or the interpreter exits).
-
-    Introduced in notebooks/06_scaling_out.ipynb.
-    """
+    """Python child processes that all stop when the `with` block ends (or the interpreter exits)."""
 
     def __init__(self) -> None:
         self.processes: dict[str, subprocess.Popen] = {}
@@ -128,9 +94,8 @@ class ChildProcesses:
 
     def start(self, name: str, args: list[str], env: dict | None = None, ready_timeout: float = 60,
               wait: bool = True) -> subprocess.Popen:
-        """Run `python *args` as `name`; return once it prints READY (or raise with its last output).
-
-        With `wait=False`, return at once; `wait_ready(name)` waits later (to start several together)."""
+        """Run `python *args` as `name`; return once it prints READY (or raise with its last output). With
+        `wait=False`, return at once; `wait_ready(name)` waits later (to start several together)."""
         if name in self.processes:
             raise ValueError(f"a child named {name!r} is already running")
         environment = child_environment(env, gpu=False)   # servers: preprocessing, on the CPU
@@ -158,14 +123,10 @@ class ChildProcesses:
         deadline = time.monotonic() + timeout
         while not ready.wait(0.05):
             if process.poll() is not None or time.monotonic() > deadline:
-                lines = self.output(name)
+                lines = list(self._output[name])
                 self.stop(name)
                 raise RuntimeError(f"{name} did not start (exit code {process.returncode}); its last output:\n"
                                    + "\n".join(lines))
-
-    def output(self, name: str) -> list[str]:
-        """The last lines `name` printed."""
-        return list(self._output[name])
 
     def kill(self, name: str) -> None:
         """SIGKILL `name` at once, as a crashed machine would vanish; it stays listed until `stop`."""

@@ -1,15 +1,10 @@
 """Which branch a notebook takes, the CPU's or a GPU's, and a rehearsal of the GPU branch on a CPU.
 
-On a GPU a notebook trains differently: a larger batch, mixed precision, `steps_per_execution`, XLA,
-and with several GPUs a `MirroredStrategy`. None of that runs on a machine without a GPU, so CI
-would never execute it. Set `TUTORIAL_GPU_REHEARSAL=1` (or `=2`) and a CPU-only run takes the branch
-that one (or two) GPUs would take, with every setting the same except one: CPUs have no float16
-matrix kernels worth using, so the rehearsal's precision policy is `mixed_bfloat16`, the closest policy
-that runs the same code path (a float32 output layer, loss scaling left to Keras). Two rehearsed GPUs
-are two logical CPU devices, so `MirroredStrategy` really mirrors across two replicas.
-
-Child processes never rehearse: each is told explicitly whether it may see the GPU
-(`helpers.scale.processes.child_environment`), and the ones the series starts do not.
+The GPU branch (a larger batch, mixed precision, `steps_per_execution`, XLA, `MirroredStrategy` over several
+GPUs) never runs on a CPU, so CI would never execute it: `TUTORIAL_GPU_REHEARSAL=1` (or `=2`) makes a CPU run
+take the branch one (or two) GPUs would, with `mixed_bfloat16` for `mixed_float16` (CPUs lack fast float16
+kernels) and one logical CPU device per rehearsed GPU. Child processes never rehearse
+(`helpers.scale.processes.child_environment`).
 """
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ REHEARSAL_ENV = "TUTORIAL_GPU_REHEARSAL"
 
 
 def rehearsed_gpus() -> int:
-    """How many GPUs `TUTORIAL_GPU_REHEARSAL` asks to rehearse: 0 (unset), 1 or 2; anything else is an error.
+    """How many GPUs `TUTORIAL_GPU_REHEARSAL` asks to rehearse: 0 (unset), 1 or 2; anything else a ValueError.
 
     >>> rehearsed_gpus() in (0, 1, 2)
     True
@@ -76,9 +71,8 @@ class Accelerator:
 
 
 def configure(tf, cpu_devices: int = 1) -> Accelerator:
-    """Before TensorFlow runs its first op: let each GPU's memory grow as needed (so that another process can
-    share the GPU), or split the CPU into logical devices (`cpu_devices` on the CPU branch, one per rehearsed
-    GPU in a rehearsal). Returns the branch; the notebook sets its precision policy itself, where it matters."""
+    """Before TensorFlow's first op: let each GPU's memory grow (another process may share it), or split the
+    CPU into logical devices (`cpu_devices`, or one per rehearsed GPU). Returns the branch."""
     gpus = tf.config.list_physical_devices("GPU")
     rehearsal = rehearsed_gpus() if not gpus else 0
     capability = None

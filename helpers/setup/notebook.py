@@ -1,4 +1,4 @@
-"""The setup every notebook runs first: quiet TensorFlow, then say what this run is using."""
+"""The setup every notebook runs first: quiet TensorFlow, seeds, the branch, then what this run is using."""
 from __future__ import annotations
 
 import contextlib
@@ -12,8 +12,7 @@ from helpers.setup.accelerator import Accelerator, configure
 @contextlib.contextmanager
 def stderr_to_devnull():
     """Hide what C++ libraries write to file descriptor 2 (Python's own errors still raise)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    saved = os.dup(2)
+    devnull, saved = os.open(os.devnull, os.O_WRONLY), os.dup(2)
     os.dup2(devnull, 2)
     try:
         yield
@@ -27,11 +26,9 @@ _BRANCH = None   # the Accelerator that start() configured
 
 
 def start(seed: int = 42, cpu_devices: int = 1):
-    """Silence TensorFlow's start-up log, seed everything, choose the branch (CPU, GPU, or a rehearsal of the
-    GPU branch: `helpers.setup.accelerator`), and print versions, devices and mode.
-
-    Returns `(tf, keras)` so the setup cell reads as plain imports; `branch()` gives the branch afterwards.
-    `cpu_devices` splits a GPU-less CPU into that many logical devices (notebook 06 mirrors across two).
+    """Silence TensorFlow's start-up log, seed everything, choose the branch (`helpers.setup.accelerator`),
+    print versions, devices and mode, and return `(tf, keras)`. `cpu_devices` splits a GPU-less CPU into that
+    many logical devices.
 
     >>> tf, keras = start()   # doctest: +SKIP
     TensorFlow 2.21.0 · Keras 3.15.1 · Python 3.11.7
@@ -39,9 +36,8 @@ def start(seed: int = 42, cpu_devices: int = 1):
     quick mode: on (TUTORIAL_QUICK=1: small sizes) · data directory: /…/data
     """
     global _BRANCH
-    # TF_CPP_MIN_LOG_LEVEL=3 hides the runtime's INFO/WARNING lines (GPU probing, oneDNN notes)
-    # once TensorFlow is loaded; the few lines printed while its libraries load ignore it, so
-    # the import and the first device query run with C-level stderr sent to /dev/null.
+    # TF_CPP_MIN_LOG_LEVEL=3 quiets the runtime once loaded; the lines printed while its libraries load
+    # ignore it, so the import and the first device query run with C-level stderr sent to /dev/null.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with stderr_to_devnull():
         import tensorflow as tf
@@ -51,8 +47,7 @@ def start(seed: int = 42, cpu_devices: int = 1):
     from helpers.setup.config import data_dir, quick_mode
 
     tf.get_logger().setLevel("ERROR")
-    # Keras warns that fit(shuffle=True) is ignored for a tf.data.Dataset: true, and expected,
-    # since datasets shuffle themselves (we do, where it matters).
+    # True and expected: a tf.data.Dataset shuffles itself, so fit(shuffle=True) is ignored for one.
     warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed, but will be ignored")
     keras.utils.set_random_seed(seed)
     print(

@@ -1,16 +1,11 @@
-"""Block records' plumbing: file names, the lock, atomic files, checksums and the index.
+"""Block records' plumbing: file names, the lock, atomic files, checksums and the index (what a block record is,
+and how it is written and read, is notebook 05's lesson: `helpers.lessons.pipeline_profiling`).
 
-What a block record is, and how it is written, parsed and read, is the lesson of
-notebooks/05_pipeline_profiling.ipynb (`helpers.lessons.pipeline_profiling`: `write_blocks`,
-`read_blocks`). This module guarantees the integrity rules around it.
-
-Files are `{split}-{index:05d}-of-{N:05d}-{generation}.blocks.tfrecord` with `{split}.blocks.json`
-beside them (image spec, block size, the write's generation, and each file's block count, record
-count, size and SHA-256). Each file is written under a temporary name and renamed; the index comes
-last, and only then are the previous write's files removed. The generation, a random tag in every
-file name of one write, means a re-write killed half-way leaves the old index pointing at the old
-files, never a mix of two writes. Each block carries its image spec (`spec_tag`), so an index edited
-to another spec of the same byte count is refused instead of read as wrong images.
+Files are `{split}-{index:05d}-of-{N:05d}-{generation}.blocks.tfrecord`, with `{split}.blocks.json` written last
+(image spec, block size, generation, and per file its blocks, records, size and SHA-256); only then are the
+previous write's files removed. The generation, a random tag of one write, means a re-write killed half-way
+leaves the old index and the old files, never a mix. Every block carries its image spec (`spec_tag`), so an index
+edited to another spec of the same byte count is refused.
 """
 from __future__ import annotations
 
@@ -31,14 +26,11 @@ from helpers.storage.files import (FileLock, atomic_write_text, check_name, file
 from helpers.storage.tfrecord.format import FeatureSpec, ShardError
 from helpers.storage.tfrecord.write import shard_sizes
 
-_GENERATION = re.compile(r"[0-9a-f]{8}")
 _REWRITE = "Write the split again with write_blocks()."
 
 
 def block_file_name(split: str, index: int, num_shards: int, generation: str) -> str:
     """The name of one shard of block records, of the write whose generation tag is `generation`.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
 
     >>> block_file_name("train", 0, 8, "0123abcd")
     'train-00000-of-00008-0123abcd.blocks.tfrecord'
@@ -50,34 +42,21 @@ def _file_pattern(split: str) -> str:
     return rf"{re.escape(split)}-\d{{5}}-of-\d{{5}}-[0-9a-f]{{8}}\.blocks\.tfrecord"
 
 
-def _index_path(directory: Path, split: str) -> Path:
-    return directory / f"{split}.blocks.json"
-
-
 def spec_tag(spec: FeatureSpec) -> str:
-    """The image spec as the short string every block carries, e.g. 'uint8 (28, 28)'.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
+    """The image spec as the short string every block carries, e.g. 'uint8 (28, 28)'."""
     return f"{spec.image_dtype} {tuple(spec.image_shape)}"
 
 
-def positive_int(value, what: str) -> int:
-    """`value` as an int, or a ValueError naming `what` unless it is a whole number of at least 1.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what} must be a whole number of at least 1, not {value!r}")
+def whole_number(value, what: str, minimum: int = 1) -> int:
+    """`value` as an int, or a ValueError naming `what` unless it is a whole number of at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{what} must be a whole number of at least {minimum}, not {value!r}")
     return int(value)
 
 
 @dataclass
 class BlockWrite:
-    """One write of a block split under way: its checked images and labels, and the files written so far.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
+    """One write of a block split under way: its checked images and labels, and the files written so far."""
 
     directory: Path
     split: str
@@ -93,8 +72,8 @@ class BlockWrite:
         return FeatureSpec.of(self.images[0])
 
     def shards(self) -> Iterator[tuple[Path, int, int]]:
-        """Per shard, `(temporary file, first image, end)`: consecutive runs of images. Once the loop's
-        body has written the file, it is renamed into place, sized and hashed."""
+        """Per shard, `(temporary file, first image, end)`; once the loop's body has written the file, it is renamed
+        into place, sized and hashed."""
         start = 0
         for index, count in enumerate(shard_sizes(len(self.images), self.num_shards)):
             path = self.directory / block_file_name(self.split, index, self.num_shards, self.generation)
@@ -108,14 +87,11 @@ class BlockWrite:
 @contextmanager
 def block_write(images, labels, directory: str | Path, split: str, num_shards: int, block_size: int,
                 num_classes: int | None = None) -> Iterator[BlockWrite]:
-    """Check the arguments, hold the split's lock and yield a `BlockWrite`; once every shard is written,
-    write the index last, then remove the previous write's files. A second writer of the split waits.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
+    """Check the arguments, hold the split's lock (a second writer waits) and yield a `BlockWrite`; once every
+    shard is written, write the index, then remove the previous write's files."""
     directory, what = Path(directory), f"write_blocks({split!r})"
     check_name(split, "split name")
-    num_shards, block_size = positive_int(num_shards, "num_shards"), positive_int(block_size, "block_size")
+    num_shards, block_size = whole_number(num_shards, "num_shards"), whole_number(block_size, "block_size")
     images = np.asarray(images)
     if images.dtype.kind not in "biuf" or images.ndim < 2:
         raise ValueError(f"{what}: images must be a numeric array of shape (n, ...), got {images.dtype} {images.shape}")
@@ -132,7 +108,7 @@ def block_write(images, labels, directory: str | Path, split: str, num_shards: i
         yield write
         if len(write.written) != num_shards:
             raise RuntimeError(f"{what}: {len(write.written)} of {num_shards} shards written; the index is not")
-        atomic_write_text(_index_path(directory, split), json.dumps(
+        atomic_write_text(directory / f"{split}.blocks.json", json.dumps(
             {"spec": write.spec.to_json(), "block_size": block_size, "total_records": len(images),
              "generation": write.generation, "shards": write.written}, indent=1))
         listed, pattern = {shard["file"] for shard in write.written}, re.compile(_file_pattern(split))
@@ -143,10 +119,7 @@ def block_write(images, labels, directory: str | Path, split: str, num_shards: i
 
 @dataclass(frozen=True)
 class BlockSplit:
-    """What `{split}.blocks.json` says: the image spec, the files, and how many images in all.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
+    """What `{split}.blocks.json` says, checked: the image spec, the files, how many images in all."""
 
     spec: FeatureSpec
     block_size: int
@@ -156,45 +129,35 @@ class BlockSplit:
     sha256: tuple[str, ...] = ()
 
 
-def _count(value, what: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} is {value!r}, not a whole number of at least {minimum}")
-    return value
-
-
 def _read_index(path: Path) -> tuple[FeatureSpec, int, int, str, list[tuple]]:
     """The index's values, each checked to be of the kind write_blocks writes (a ValueError if not)."""
     doc = json.loads(path.read_text())
     spec, shards = FeatureSpec.from_json(doc["spec"]), doc["shards"]
     if np.dtype(spec.image_dtype).kind not in "biuf" or not isinstance(shards, list) or not shards:
         raise ValueError("the spec or the shard list is not one write_blocks() writes")
-    block_size, total = _count(doc["block_size"], "block_size", 1), _count(doc["total_records"], "total_records")
+    block_size, total = whole_number(doc["block_size"], "block_size"), whole_number(doc["total_records"], "total", 0)
     generation = doc.get("generation")
-    if not isinstance(generation, str) or not _GENERATION.fullmatch(generation):
+    if not isinstance(generation, str) or not re.fullmatch(r"[0-9a-f]{8}", generation):
         raise ValueError(f"generation {generation!r} is missing or not 8 hex digits (an older index?)")
     entries = []
     for index, shard in enumerate(shards):
-        records = _count(shard["records"], f"shard {index}'s records")
-        blocks = _count(shard["blocks"], f"shard {index}'s blocks")
+        records = whole_number(shard["records"], f"shard {index}'s records", 0)
+        blocks = whole_number(shard["blocks"], f"shard {index}'s blocks", 0)
         if blocks != -(-records // block_size):
             raise ValueError(f"shard {index} lists {blocks} blocks for {records} records of {block_size}")
         digest = shard["sha256"]
         if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
             raise ValueError(f"shard {index}'s sha256 {digest!r} is not a SHA-256")
-        entries.append((shard.get("file"), records, _count(shard["bytes"], f"shard {index}'s bytes"), digest))
+        entries.append((shard.get("file"), records, whole_number(shard["bytes"], f"shard {index}'s bytes", 0), digest))
     return spec, block_size, total, generation, entries
 
 
 def read_block_index(directory: str | Path, split: str) -> BlockSplit:
-    """Read and check a split's index and files: every value of the kind it must be, every file named as
-    its place and the write's generation say, a regular file of the size recorded, and the first block
-    holding the index's image spec. Each problem is a `ShardError` naming the file.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
+    """Read and check a split's index and files: every value of the kind it must be, every file named as its place
+    and the write's generation say, a regular file of the size recorded, the first block holding the index's image
+    spec. Each problem is a `ShardError` naming the file."""
     directory = Path(directory)
-    check_name(split, "split name")
-    path = _index_path(directory, split)
+    path = directory / f"{check_name(split, 'split name')}.blocks.json"
     if (problem := file_problem(path)) is not None:
         raise ShardError(f"{path} is {problem}: write the split with write_blocks() first.")
     try:
@@ -215,43 +178,27 @@ def read_block_index(directory: str | Path, split: str) -> BlockSplit:
         files.append(file)
     if sum(records for _, records, _, _ in entries) != total:
         raise ShardError(f"{path}: the shards' record counts do not add up to total_records={total:,}.")
-    _check_first_block(files[0], spec, path)
+    try:
+        first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(str(files[0])))).numpy())
+        tag = first.features.feature["spec"].bytes_list.value[0].decode()
+    except Exception as e:  # unreadable, not an Example, or no spec: not this index's blocks
+        raise ShardError(f"{files[0]}: its first block cannot be read as a block record ({type(e).__name__}). "
+                         f"{_REWRITE}") from None
+    if tag != spec_tag(spec):
+        raise ShardError(f"{files[0]} holds {tag} images, but {path.name} says {spec_tag(spec)}: the index does not "
+                         f"describe these files. {_REWRITE}")
     return BlockSplit(spec, block_size, files, total, generation, tuple(e[3] for e in entries))
 
 
-def _check_first_block(file: Path, spec: FeatureSpec, index_path: Path) -> None:
-    try:
-        example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(str(file)))).numpy())
-        tag = example.features.feature["spec"].bytes_list.value[0].decode()
-    except Exception as e:  # unreadable, not an Example, or no spec: not this index's blocks
-        raise ShardError(f"{file}: its first block cannot be read as a block record ({type(e).__name__}). "
-                         f"{_REWRITE}") from None
-    if tag != spec_tag(spec):
-        raise ShardError(f"{file} holds {tag} images, but {index_path.name} says {spec_tag(spec)}: the index does not "
-                         f"describe these files. {_REWRITE}")
-
-
-def verify_blocks(directory: str | Path, split: str) -> None:
-    """Read every file of a block split once and compare its SHA-256 with the index; a changed file
-    (a flipped byte keeps its size) is a `ShardError` naming it.
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
+def open_block_split(directory: str | Path, split: str, *, verify: bool = False, **counts) -> BlockSplit:
+    """For a reader: check that each of `counts` (batch_size=..., ...) is a whole number of at least 1, and return
+    the checked index (`read_block_index`); with `verify`, every file's SHA-256 is compared with the index too
+    (a flipped byte keeps the size), a `ShardError` naming a changed file."""
+    for what, value in counts.items():
+        whole_number(value, what)
     split_info = read_block_index(directory, split)
-    for file, digest in zip(split_info.files, split_info.sha256):
+    for file, digest in zip(split_info.files, split_info.sha256) if verify else ():
         if sha256_of(file) != digest:
             raise ShardError(f"{file}: its checksum differs from {split}.blocks.json: the file changed after it was "
                              f"written. {_REWRITE}")
-
-
-def open_block_split(directory: str | Path, split: str, *, verify: bool = False, **counts) -> BlockSplit:
-    """For a reader: check that each of `counts` (batch_size=..., ...) is a whole number of at least 1,
-    with `verify` every file's SHA-256 (`verify_blocks`), and return the checked index (`read_block_index`).
-
-    Introduced in notebooks/05_pipeline_profiling.ipynb.
-    """
-    for what, value in counts.items():
-        positive_int(value, what)
-    if verify:
-        verify_blocks(directory, split)
-    return read_block_index(directory, split)
+    return split_info

@@ -1,20 +1,15 @@
-"""Image datasets as folders of PNG files with a label file, in the older article's layout.
+"""Image datasets as folders of PNG files with a label file, in the older article's layout (notebook 03):
 
     dataset/train/tr_00000.png … tr_label.txt      (one integer label per line)
-    dataset/test/te_00000.png  … te_label.txt
 
-`export_png_folder` writes such a folder (resumable, atomic per file, refusing to mix two
-datasets); `check_png_folder` matches images to labels before training starts; `load_png`
-reads one image with errors that name the file. Notebook 03 writes the datasets that read such a
-folder (`PngFolderBatches`, `tf_dataset_from_png_folder`), saved in `helpers.lessons.pydataset_autoencoder`.
-
-Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+`export_png_folder` writes one (resumable, atomic per file, refusing to mix two datasets); `check_png_folder`
+matches images to labels before training starts; `load_png` reads one image with errors that name the file.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-import math
 import os
 import re
 import stat
@@ -24,18 +19,14 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from helpers.storage.files import atomic_write_bytes, atomic_write_text, check_name, fingerprint_arrays, is_regular_file
+from helpers.storage.files import atomic_write_bytes, atomic_write_text, check_name, file_problem, fingerprint_arrays
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the last 12 bytes of every complete PNG file
-SPLIT_PREFIX = {"train": "tr", "test": "te"}
 
 
 class PngFolderError(ValueError):
-    """A PNG folder, one of its images, or its label file is not what was expected. Names the file.
-
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
-    """
+    """A PNG folder, one of its images, or its label file is not what was expected. Names the file."""
 
 
 def _prefix(prefix: str) -> str:
@@ -48,8 +39,6 @@ def _prefix(prefix: str) -> str:
 def image_name(prefix: str, index: int) -> str:
     """`{prefix}_{index:05d}.png`, the article's image file name.
 
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
-
     >>> image_name("tr", 7)
     'tr_00007.png'
     """
@@ -57,22 +46,8 @@ def image_name(prefix: str, index: int) -> str:
 
 
 def label_file(folder: str | Path, prefix: str) -> Path:
-    """`folder/{prefix}_label.txt`: one integer label per line, line i for image i.
-
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
-    """
+    """`folder/{prefix}_label.txt`: one integer label per line, line i for image i."""
     return Path(folder) / f"{_prefix(prefix)}_label.txt"
-
-
-def integer_labels(labels, source: str) -> np.ndarray:
-    """`labels` as a flat int64 array, or `PngFolderError` naming `source` if any is not a whole number.
-
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
-    """
-    labels = np.asarray(labels).reshape(-1)
-    if labels.dtype.kind not in "iu":
-        raise PngFolderError(f"{source}: labels must be integers, got {labels.dtype} values.")
-    return labels.astype(np.int64)
 
 
 def _index_of(path: Path, prefix: str) -> int:
@@ -82,23 +57,15 @@ def _index_of(path: Path, prefix: str) -> int:
 
 
 def _export_files(folder: Path, prefix: str) -> list[Path]:
-    """The files an export with this prefix writes, and nothing else: `{prefix}_NNNNN.png`, the label file,
-    the export record, and their temporaries. Another prefix's files (`tr_big_00000.png` beside
-    `tr_00000.png`) never match."""
+    """What an export with this prefix writes, and nothing else (not `tr_big_00000.png` beside `tr_00000.png`):
+    `{prefix}_NNNNN.png`, the label file, the export record, and their temporaries."""
     final = rf"{re.escape(prefix)}_(?:\d{{5,}}\.png|label\.txt|export\.json)"
     pattern = re.compile(rf"{final}(?:\.[0-9a-f]{{8}}\.partial)?")
     return sorted(p for p in folder.iterdir() if pattern.fullmatch(p.name)) if folder.is_dir() else []
 
 
-def _png_bytes(image: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def _is_complete_png(path: Path) -> bool:
-    """Cheap check that a file is a whole PNG: a regular file (not a symlink or a FIFO, which would
-    block the open), the right signature at the start, the IEND chunk at the end."""
+    """A regular file (not a symlink, nor a FIFO that would block the open) with a PNG's first and last bytes."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return False
@@ -111,28 +78,13 @@ def _is_complete_png(path: Path) -> bool:
         return False
 
 
-def export_png_folder(
-    images: np.ndarray,
-    labels: np.ndarray,
-    folder: str | Path,
-    prefix: str,
-    *,
-    fingerprint: str | None = None,
-    overwrite: bool = False,
-    progress: bool = True,
-) -> Path:
-    """Write `images[i]` to `folder/{prefix}_{i:05d}.png` and all labels to `{prefix}_label.txt`.
-
-    Each PNG is written under a temporary name and renamed when complete; files already there
-    and complete are skipped, so an interrupted export resumes where it stopped. The label file
-    is written last, so its presence means the export finished.
-
-    A resume must continue the same data. `{prefix}_export.json` records a fingerprint of the
-    images and labels (computed from them unless you pass one, see
-    `helpers.storage.files.fingerprint_arrays`); exporting other data into a folder that holds an
-    export, or PNG files this function did not write, is refused, or with `overwrite=True`
-    replaces them. Labels must be integers.
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
+def export_png_folder(images: np.ndarray, labels: np.ndarray, folder: str | Path, prefix: str, *,
+                      fingerprint: str | None = None, overwrite: bool = False, progress: bool = True) -> Path:
+    """Write `images[i]` to `folder/{prefix}_{i:05d}.png`, each atomically, then the integer labels to
+    `{prefix}_label.txt` (its presence means the export finished). Complete files are skipped, so an
+    interrupted export resumes. `{prefix}_export.json` records a fingerprint of the data (`fingerprint_arrays`
+    unless given): exporting other data over an export, or over PNG files it did not write, is refused, or with
+    `overwrite=True` replaces them.
 
     >>> import tempfile
     >>> folder = export_png_folder(np.zeros((3, 32, 32, 3), np.uint8), [1, 2, 3], tempfile.mkdtemp(), "tr", progress=False)
@@ -141,48 +93,44 @@ def export_png_folder(
     """
     folder = Path(folder)
     info_path = folder / f"{_prefix(prefix)}_export.json"
-    labels = integer_labels(labels, f"labels for {folder}")
+    labels = np.asarray(labels).reshape(-1)
+    if labels.dtype.kind not in "iu":
+        raise PngFolderError(f"labels for {folder}: labels must be integers, got {labels.dtype} values.")
     if len(images) != len(labels):
         raise PngFolderError(f"{len(images)} images but {len(labels)} labels for {folder}.")
-    if fingerprint is None:
-        fingerprint = fingerprint_arrays(np.asarray(images), labels)
+    labels = labels.astype(np.int64)
+    fingerprint = fingerprint_arrays(np.asarray(images), labels) if fingerprint is None else fingerprint
     folder.mkdir(parents=True, exist_ok=True)
-    ours = [p for p in _export_files(folder, prefix) if p != info_path]
-    if info_path.exists():
-        try:
-            previous = json.loads(info_path.read_text(encoding="utf-8"))["fingerprint"]
-        except (ValueError, KeyError, TypeError):
-            previous = "unreadable"
-    else:
-        previous = None if not ours else "unknown (no export record)"
+    previous = None if not _export_files(folder, prefix) else "unknown (no export record)"
+    if os.path.lexists(info_path):
+        previous = "unreadable"
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            if file_problem(info_path) is None:   # never open a FIFO: it would block
+                previous = json.loads(info_path.read_text(encoding="utf-8"))["fingerprint"]
     if previous is not None and previous != fingerprint:
         if not overwrite:
             raise PngFolderError(
                 f"{folder} holds images exported from other data (fingerprint {previous}, now {fingerprint}). "
-                f"Export to another folder, or pass overwrite=True to replace them."
-            )
+                f"Export to another folder, or pass overwrite=True to replace them.")
         for stale in _export_files(folder, prefix):
             stale.unlink()
     beyond = [p for p in _export_files(folder, prefix) if _index_of(p, prefix) >= len(images)]
     if beyond and not overwrite:
         raise PngFolderError(
             f"{folder} already holds {len(beyond):,} images beyond the {len(images):,} being exported "
-            f"(e.g. {sorted(beyond)[0].name}). Export to another folder, or pass overwrite=True."
-        )
-    for stale in beyond:
-        stale.unlink()
+            f"(e.g. {sorted(beyond)[0].name}). Export to another folder, or pass overwrite=True.")
+    for stale in beyond + [p for p in _export_files(folder, prefix) if p.name.endswith(".partial")]:
+        stale.unlink()   # beyond the data, or left by an export killed mid-file
     atomic_write_text(info_path, json.dumps({"fingerprint": fingerprint}))
-    for stale in _export_files(folder, prefix):
-        if stale.name.endswith(".partial"):
-            stale.unlink()  # left by an export that was killed mid-file
-
     written = skipped = 0
     for index in tqdm(range(len(images)), desc=f"PNG → {folder.name}/", unit="img", disable=not progress):
         path = folder / image_name(prefix, index)
         if _is_complete_png(path):
             skipped += 1
             continue
-        atomic_write_bytes(path, _png_bytes(np.asarray(images[index])))
+        buffer = io.BytesIO()
+        Image.fromarray(np.asarray(images[index])).save(buffer, format="PNG")
+        atomic_write_bytes(path, buffer.getvalue())
         written += 1
     atomic_write_text(label_file(folder, prefix), "".join(f"{v}\n" for v in labels.tolist()))
     if progress:
@@ -191,51 +139,41 @@ def export_png_folder(
 
 
 def _parse_label(text: str) -> int:
-    """A whole number, written as `6` or as `np.savetxt` writes it (`6.000000000000000000e+00`)."""
+    """A whole number that fits int64, written as `6` or as `np.savetxt` writes it (`6.000000000000000000e+00`)."""
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        value = float(text)  # raises ValueError for text that is no number
-        if not math.isfinite(value) or value != int(value) or abs(value) >= 2**63:
+        number = float(text)  # raises ValueError for text that is no number
+        if not number.is_integer():   # nor inf, nor nan
             raise ValueError(text) from None
-        return int(value)
+        value = int(number)
+    if not -2**63 <= value < 2**63:
+        raise ValueError(text)
+    return value
 
 
 def read_labels(folder: str | Path, prefix: str) -> np.ndarray:
-    """The label file as an int64 array, with a clear error when it is missing or malformed.
-
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
-    """
+    """The label file as an int64 array; `PngFolderError` naming the file and line when it is missing or malformed."""
     path = label_file(Path(folder), prefix)
-    if not path.exists():
-        raise PngFolderError(f"{path} is missing: the folder needs one label per image, one per line.")
-    if not is_regular_file(path):
-        raise PngFolderError(f"{path} is not a regular file.")
-    labels = []
+    if (problem := file_problem(path)) is not None:
+        raise PngFolderError(f"{path} is {problem}: the folder needs one label per image, one per line.")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as e:
         raise PngFolderError(f"{path} is not a text file ({e}).") from None
+    labels = []
     for line_number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            label = _parse_label(line.strip())
-            if not -2**63 <= label < 2**63:
-                raise ValueError(line)
-        except ValueError:
-            raise PngFolderError(f"{path}, line {line_number}: {line!r} is not a label (a whole number).") from None
-        labels.append(label)
+        if line.strip():
+            try:
+                labels.append(_parse_label(line.strip()))
+            except ValueError:
+                raise PngFolderError(f"{path}, line {line_number}: {line!r} is not a label (a whole number).") from None
     return np.asarray(labels, dtype=np.int64)
 
 
 def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.ndarray]:
-    """The image paths in label order and the labels, after checking the two agree.
-
-    The label file decides how many images there are; every `{prefix}_{i:05d}.png` for those
-    labels must exist as a regular file. Errors name the missing files, or the mismatch in counts.
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
-    """
+    """The image paths in label order and the labels, after checking that the label file (which decides how
+    many images there are) and the `{prefix}_{i:05d}.png` files agree; errors name the missing or extra files."""
     folder = Path(folder)
     labels = read_labels(folder, prefix)
     expected = [folder / image_name(prefix, i) for i in range(len(labels))]
@@ -243,26 +181,20 @@ def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.nd
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
         present = sum(p.suffix == ".png" for p in _export_files(folder, prefix))
-        raise PngFolderError(
-            f"{label_file(folder, prefix)} has {len(labels):,} labels but {folder} has {present:,} images; "
-            f"missing: {shown}."
-        )
+        raise PngFolderError(f"{label_file(folder, prefix)} has {len(labels):,} labels but {folder} has {present:,} "
+                             f"images; missing: {shown}.")
     extra = [p.name for p in _export_files(folder, prefix) if _index_of(p, prefix) >= len(labels)]
     if extra:
         raise PngFolderError(
             f"{folder} has {len(extra):,} images beyond the {len(labels):,} labels in "
-            f"{label_file(folder, prefix).name} (e.g. {sorted(extra)[0]}): the label file and the images do not match."
-        )
+            f"{label_file(folder, prefix).name} (e.g. {sorted(extra)[0]}): the label file and the images do not match.")
     return expected, labels
 
 
 def load_png(path: str | Path, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarray:
-    """One PNG as a uint8 array of `shape`, or a `PngFolderError` saying which file and what is wrong.
-
-    Introduced in notebooks/03_pydataset_autoencoder.ipynb.
-    """
+    """One PNG as a uint8 array of `shape`, or a `PngFolderError` saying which file and what is wrong."""
     path = Path(path)
-    if os.path.lexists(path) and not is_regular_file(path):
+    if os.path.lexists(path) and file_problem(path) is not None:
         raise PngFolderError(f"{path} is not a regular file (a folder, a FIFO or a device), so it is not an image.")
     try:
         with Image.open(path) as image:

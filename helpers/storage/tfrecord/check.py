@@ -11,7 +11,7 @@ from typing import Iterable
 
 import tensorflow as tf
 
-from helpers.storage.files import is_regular_file, sha256_of
+from helpers.storage.files import file_problem, sha256_of
 from helpers.storage.tfrecord.format import ShardError
 from helpers.storage.tfrecord.manifest import load_manifest, manifest_path, read_manifest
 
@@ -55,21 +55,19 @@ def short_tf_error(error: Exception) -> str:
 
 
 def _framing_problem(path: str, compression: str | None) -> str | None:
-    """Walk the record headers in Python. TensorFlow's reader treats a file that ends inside a
-    record's 12-byte header as a clean end; this finds that kind of truncation."""
-    truncated = "the file ends inside the header of record {} at byte {:,}: a truncated copy or an interrupted write"
+    """Walk the record headers in Python: TensorFlow's reader takes a file that ends inside a record's 12-byte
+    header for a clean end."""
     try:
         with (gzip.open(path, "rb") if compression == "GZIP" else open(path, "rb")) as f:
             size = None if compression else os.fstat(f.fileno()).st_size
             offset = index = 0
             while header := f.read(HEADER):
                 if len(header) < HEADER:
-                    return truncated.format(index, offset)
+                    return (f"the file ends inside the header of record {index} at byte {offset:,}: a truncated copy "
+                            f"or an interrupted write")
                 offset += HEADER + int.from_bytes(header[:8], "little") + FOOTER
-                if size is not None and offset > size:
-                    return f"the file ends in the middle of record {index}: a truncated copy or an interrupted write"
-                f.seek(offset)
-                if size is None and f.tell() < offset:  # gzip: seeking past the end stops at the end
+                f.seek(offset)   # (in a gzip stream, seeking past the end stops at the end)
+                if (offset > size) if size is not None else f.tell() < offset:
                     return f"the file ends in the middle of record {index}: a truncated copy or an interrupted write"
                 index += 1
     except (EOFError, OSError, zlib.error) as e:
@@ -80,22 +78,20 @@ def _framing_problem(path: str, compression: str | None) -> str | None:
 def scan_file(path: str | Path, compression: str | None) -> tuple[int, str | None]:
     """Count the records in one file; on damage, the number of good records before it and why."""
     path = str(path)
-    if not is_regular_file(path):
-        return 0, "the file is missing" if not os.path.lexists(path) else "not a regular file"
+    if (problem := file_problem(path)) is not None:
+        return 0, f"the file is {problem}"
     ds = tf.data.TFRecordDataset(path, compression_type=compression or "")
     count = 0
     try:
         for batch in ds.batch(4096):  # batches keep the Python loop short
             count += int(batch.shape[0])
     except TF_READ_ERRORS:
-        good = count  # every batch before the failing one was whole; find the exact record
-        try:
-            for _ in ds.skip(good):
+        try:   # every batch before the failing one was whole: find the exact record
+            for _ in ds.skip(count):
                 count += 1
         except TF_READ_ERRORS as e:
             return count, f"record {count} is unreadable after {count:,} good records: {short_tf_error(e)}"
-    problem = _framing_problem(path, compression)
-    return count, problem
+    return count, _framing_problem(path, compression)
 
 
 def count_records(files: Iterable[str | Path], compression: str | None = None) -> dict[str, int]:
@@ -110,12 +106,9 @@ def count_records(files: Iterable[str | Path], compression: str | None = None) -
 
 
 def verify_shards(directory: str | Path, split: str | None = None) -> list[ShardReport]:
-    """Read every shard of `split` (default: every split in the manifest) and report on each.
-
-    Checks that each file exists, reads to the end without a framing or CRC error, holds the
-    number of records the manifest says and matches its checksum. Returns one report per shard;
-    nothing raises for a bad shard, so a caller can list every problem at once.
-    """
+    """Read every shard of `split` (default: every split) and report on each: it exists, reads to the end without
+    a framing or CRC error, holds the records the manifest says and matches its checksum. Nothing raises for a bad
+    shard, so a caller can list every problem at once."""
     directory = Path(directory)
     splits = load_manifest(directory)
     if not splits:
@@ -135,5 +128,6 @@ def verify_shards(directory: str | Path, split: str | None = None) -> list[Shard
             reports.append(ShardReport(str(path), count, info.records, problem))
         if not manifest.complete:
             missing = manifest.num_shards - len(manifest.shards)
-            reports.append(ShardReport(str(directory / f"{name}-*"), 0, None, f"{missing} shard(s) never written: resume the write"))
+            reports.append(ShardReport(str(directory / f"{name}-*"), 0, None,
+                                       f"{missing} shard(s) never written: resume the write"))
     return reports

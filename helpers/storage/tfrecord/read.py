@@ -6,7 +6,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from helpers.storage.files import is_regular_file
+from helpers.storage.files import file_problem
 from helpers.storage.tfrecord.check import TF_READ_ERRORS, short_tf_error, verify_shards
 from helpers.storage.tfrecord.format import ShardError, parse_batch_fn, parse_example_fn, png_header
 from helpers.storage.tfrecord.manifest import SplitManifest, manifest_path, read_manifest
@@ -32,25 +32,19 @@ def _image_fits_spec(example: tf.train.Example, manifest: SplitManifest) -> bool
 
 
 def check_shard_files(directory: str | Path, manifest: SplitManifest) -> None:
-    """Before reading: every shard exists with the size the manifest gives, and the first record
-    matches the feature spec. Each failure is a `ShardError` naming the file and what to do.
-
-    Cheap (a `stat` per file and one record), so `read_split` always runs it: damage that
-    would otherwise show up mid-epoch as a TensorFlow error without a file name is caught here.
-    """
+    """Before reading, cheaply (a `stat` per file and one record): every shard exists with the size the manifest
+    gives, and the first record matches the feature spec. Each failure is a `ShardError` naming the file."""
     directory = Path(directory)
     for info in manifest.shards:
         path = directory / info.file
-        if not is_regular_file(path):
-            raise ShardError(f"{path} is missing (the manifest lists it with {info.records:,} records). Copy it again, "
-                             f"or run the same write_shards() call to re-create it.")
-        size = path.stat().st_size
-        if size != info.bytes:
+        if (problem := file_problem(path)) is not None:
+            raise ShardError(f"{path} is {problem} (the manifest lists it with {info.records:,} records). Copy it "
+                             f"again, or run the same write_shards() call to re-create it.")
+        if (size := path.stat().st_size) != info.bytes:
             raise ShardError(
                 f"{path} is {size:,} bytes but {manifest_path(directory).name} says {info.bytes:,}: the file was cut "
                 f"short or replaced. verify_shards() shows which records are readable; the same write_shards() call "
-                f"re-creates it, or read_split(..., skip_damaged=True) reads what is left."
-            )
+                f"re-creates it, or read_split(..., skip_damaged=True) reads what is left.")
     first = next((directory / s.file for s in manifest.shards if s.records), None)
     if first is None:
         return
@@ -71,13 +65,9 @@ def check_shard_files(directory: str | Path, manifest: SplitManifest) -> None:
 
 
 def exact_length(ds: tf.data.Dataset, n: int, source: str) -> tf.data.Dataset:
-    """`ds` with its length `n` known to tf.data and Keras, as `assert_cardinality(n)` gives, but ending.
-
-    `assert_cardinality` raises again on every call once its input ends early, so a learner's
-    `.ignore_errors()` after it (TensorFlow's documented way to skip bad records) would never end.
-    Here each element is paired with a counter that stops at `n`; should `ds` end early, what follows
-    it are errors that say so, one per missing element, so a plain loop gets a clear error and an
-    `.ignore_errors()` loop ends after `n` tries with the elements that could be read.
+    """`ds` with its length `n` known to tf.data and Keras, as `assert_cardinality(n)` gives, but ending: should
+    `ds` end early, each missing element is an error saying so, and an `.ignore_errors()` loop still ends after
+    `n` tries (after `assert_cardinality` it would never end).
 
     >>> len(exact_length(tf.data.Dataset.range(3), 3, "three numbers"))
     3
@@ -97,71 +87,41 @@ def exact_length(ds: tf.data.Dataset, n: int, source: str) -> tf.data.Dataset:
     return tf.data.Dataset.zip((tf.data.Dataset.range(n), ds.concatenate(errors))).map(lambda _, element: element)
 
 
-def _readable_records(directory: Path, split: str, manifest: SplitManifest) -> tuple[list[str], list[int]]:
-    """Files and how many records of each can be read, after a full check; warns about what is lost."""
-    reports = verify_shards(directory, split)
-    damaged = [r for r in reports if not r.ok]
-    if damaged:
-        lost = sum(r.lost for r in damaged)
-        names = "; ".join(f"{Path(r.file).name}: {r.lost:,} lost ({r.problem})" for r in damaged)
-        warnings.warn(
-            f"read_split(skip_damaged=True): {lost:,} of {manifest.total_records:,} records of split {split!r} are "
-            f"unreadable and left out. {names}. Re-create the damaged shards with the same write_shards() call.",
-            DamagedShardsWarning, stacklevel=3,
-        )
-    return [r.file for r in reports], [min(r.records, r.expected_records or 0) for r in reports]
+def read_split(directory: str | Path, split: str, batch_size: int | None = 128, *, vectorized: bool = True,
+               parallel_reads: int | None = None, skip_damaged: bool = False, shuffle_buffer: int = 0,
+               seed: int | None = None, verify: bool = False) -> tf.data.Dataset:
+    """A dataset of `(image, label)` batches (or single records with `batch_size=None`), in file order, with the
+    manifest's files, compression, decoding and exact cardinality. Before anything is read, `check_shard_files`
+    names a missing, truncated or mis-described shard (`ShardError`).
 
-
-def read_split(
-    directory: str | Path,
-    split: str,
-    batch_size: int | None = 128,
-    *,
-    vectorized: bool = True,
-    parallel_reads: int | None = None,
-    skip_damaged: bool = False,
-    shuffle_buffer: int = 0,
-    seed: int | None = None,
-    verify: bool = False,
-) -> tf.data.Dataset:
-    """A dataset of `(image, label)` batches (or single records with `batch_size=None`), in file order.
-
-    The manifest supplies the files, the compression, the decoding and the exact cardinality
-    (so Keras knows how many steps an epoch has). Before anything is read, every shard is
-    checked to exist with the size the manifest gives, and the first record to fit the spec:
-    a missing, truncated or mis-described shard is a `ShardError` naming the file.
-    `parallel_reads` reads several shards at once (records then interleave across shards).
-
-    With `shuffle_buffer > 0` the order changes every epoch, in the three steps notebook 04 builds
-    by hand: the list of shards is shuffled, `parallel_reads` shards are read at once taking
-    whichever record is ready first (`deterministic=False`), and a buffer of `shuffle_buffer`
-    records mixes them further. (Without it, records come in file order.)
-
-    Damage that keeps a file's size (a flipped byte) shows up while reading, as TensorFlow's
-    `DataLossError`, unless `verify=True`, which reads every shard once first (`verify_shards`:
-    framing and CRCs, the record count against the manifest, the SHA-256 against the manifest)
-    and names each bad file before training starts. What `verify` does not cover: it checks once,
-    when the dataset is made; a file replaced afterwards (between epochs, say) is read as it then
-    is, and only damage inside a record is still caught, by its CRC, as `DataLossError`.
-    With `skip_damaged=True` every shard is read once first (`verify_shards`);
-    the pipeline then reads only the records before each file's first damaged one, ends
-    normally, and a `DamagedShardsWarning` says how many records were lost and where. TensorFlow's
-    own `.ignore_errors()` also ends, with the records it could read, but says nothing of what it
-    dropped: prefer `skip_damaged=True`.
+    - `parallel_reads`: shards read at once (records then interleave across shards).
+    - `shuffle_buffer > 0`: a new order every epoch, as notebook 04 builds it: shards shuffled, read
+      `parallel_reads` at once whichever record is ready first, then mixed in a buffer of that many records.
+    - `verify=True`: read every shard once first (`verify_shards`: framing, CRCs, counts, SHA-256) and name each
+      bad file. Otherwise damage that keeps a file's size shows up mid-read as TensorFlow's `DataLossError`, as
+      it does for a file replaced after the dataset was made.
+    - `skip_damaged=True`: read every shard once first, then only the records before each file's first damaged
+      one; a `DamagedShardsWarning` counts what was lost and where (`.ignore_errors()` would say nothing).
     """
     directory = Path(directory)
     manifest = read_manifest(directory, split)
-    compression = manifest.compression or ""
-    source = f"split {split!r} of {directory}"
+    compression, source = manifest.compression or "", f"split {split!r} of {directory}"
+    if skip_damaged or verify:
+        reports = verify_shards(directory, split)
+        damaged = [r for r in reports if not r.ok]
     if skip_damaged:
-        files, counts = _readable_records(directory, split, manifest)
+        if damaged:
+            names = "; ".join(f"{Path(r.file).name}: {r.lost:,} lost ({r.problem})" for r in damaged)
+            warnings.warn(f"read_split(skip_damaged=True): {sum(r.lost for r in damaged):,} of "
+                          f"{manifest.total_records:,} records of split {split!r} are unreadable and left out. {names}. "
+                          f"Re-create the damaged shards with the same write_shards() call.",
+                          DamagedShardsWarning, stacklevel=2)
+        files, counts = [r.file for r in reports], [min(r.records, r.expected_records or 0) for r in reports]
     else:
         check_shard_files(directory, manifest)
-        if verify:
-            bad = [report for report in verify_shards(directory, split) if not report.ok]
-            if bad:
-                raise ShardError("; ".join(f"{report.file}: {report.problem}" for report in bad)
-                                 + ". Re-create the damaged shards with the same write_shards() call.")
+        if verify and damaged:
+            raise ShardError("; ".join(f"{report.file}: {report.problem}" for report in damaged)
+                             + ". Re-create the damaged shards with the same write_shards() call.")
         files, counts = manifest.files(directory), [s.records for s in manifest.shards]
     shuffle = shuffle_buffer > 0
     pairs = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
@@ -173,13 +133,12 @@ def read_split(
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     total = sum(counts)
+    parse_one = parse_example_fn(manifest.encoding, manifest.spec, source)
     if batch_size is None:
-        ds = ds.map(parse_example_fn(manifest.encoding, manifest.spec, source), num_parallel_calls=tf.data.AUTOTUNE)
-        return exact_length(ds, total, source)
+        return exact_length(ds.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE), total, source)
     if vectorized:
         ds = ds.batch(batch_size).map(parse_batch_fn(manifest.encoding, manifest.spec, source),
                                       num_parallel_calls=tf.data.AUTOTUNE)
     else:
-        ds = ds.map(parse_example_fn(manifest.encoding, manifest.spec, source),
-                    num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)
+        ds = ds.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)
     return exact_length(ds, -(-total // batch_size), source)   # the length is counted in batches
