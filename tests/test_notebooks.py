@@ -20,6 +20,12 @@ def test_notebook_is_committed_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_cell_has_a_unique_id(path):
+    ids = [c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    assert all(ids) and len(set(ids)) == len(ids), "run `python -m tools.notebooks clean` (nbformat 4.5 wants cell ids)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_links_match_the_repository_url(path):
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     assert nbtools.stale_links(path, cells) == [], "run `python -m tools.notebooks sync`"

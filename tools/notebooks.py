@@ -1,9 +1,9 @@
 """Maintenance for the notebooks: strip outputs, keep Colab links in sync, save the lessons' code.
 
-    python -m tools.notebooks clean   # drop outputs and execution counts from every notebook
+    python -m tools.notebooks clean   # drop outputs and execution counts from every notebook; give cells ids
     python -m tools.notebooks sync    # rewrite Colab badges and install cells from helpers.setup.config
     python -m tools.notebooks save    # write every `#@save` cell into helpers/lessons/ (see below)
-    python -m tools.notebooks check   # exit 1 if any notebook has outputs, a stale URL, or unsaved code
+    python -m tools.notebooks check   # exit 1 if any notebook has outputs, a cell without an id, a stale URL, or unsaved code
     python -m tools.notebooks strip-solutions OUT_DIR   # learner copies: the solutions taken out (see below)
 
 The repository URL lives only in helpers/setup/config.py (REPO_URL, REPO_BRANCH).
@@ -26,6 +26,7 @@ import ast
 import json
 import re
 import sys
+import uuid
 from pathlib import Path
 
 from helpers.setup.config import REPO_BRANCH, REPO_URL
@@ -274,13 +275,17 @@ def main(argv: list[str] | None = None) -> int:
             for c in nb["cells"]:
                 if c["cell_type"] == "code":
                     c["outputs"], c["execution_count"] = [], None
+                if not c.get("id"):   # nbformat 4.5 wants one per cell, and warns (later: fails) without
+                    c["id"] = uuid.uuid4().hex[:8]
             _save(path, nb)
         elif command == "sync":
             for c in nb["cells"]:
                 c["source"] = _rewrite("".join(c["source"]), path).splitlines(keepends=True)
             _save(path, nb)
         elif command == "check":
-            for problem in ([f"outputs in cells {outputs_of(nb['cells'])}"] if outputs_of(nb["cells"]) else []) + stale_links(path, nb["cells"]):
+            no_id = [i for i, c in enumerate(nb["cells"]) if not c.get("id")]
+            for problem in ([f"outputs in cells {outputs_of(nb['cells'])}"] if outputs_of(nb["cells"]) else []) + (
+                    [f"cells {no_id} have no id (clean gives them one)"] if no_id else []) + stale_links(path, nb["cells"]):
                 print(f"{path.name}: {problem}")
                 bad += 1
         else:
