@@ -93,3 +93,27 @@ def test_a_saved_cell_may_only_define_things(body):
 
     with pytest.raises(nbtools.SaveError, match="09_demo.ipynb, cell 0.*may only define"):
         nbtools.saved_cells(Path("09_demo.ipynb"), [_cell("code", f"#@save\n{body}\n")])
+
+
+# start() loads TensorFlow with C-level stderr silenced; a helper imported above it that loads TensorFlow first
+# prints TensorFlow's C++ start-up lines into the learner's output.
+TENSORFLOW_FREE = ("helpers.setup.config", "helpers.setup.notebook", "helpers.data.datasets", "helpers.data.photos")
+
+
+def test_the_modules_a_setup_cell_may_import_before_start_do_not_load_tensorflow():
+    import subprocess
+    import sys
+
+    code = f"import sys, {', '.join(TENSORFLOW_FREE)}; print('tensorflow' in sys.modules or 'keras' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=nbtools.ROOT, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_helper_that_loads_tensorflow_is_imported_before_start(path):
+    cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    setup = next("".join(c["source"]) for c in cells if "start(" in "".join(c["source"]))
+    before = setup[:setup.index("start(")]
+    early = [line for line in before.splitlines() if line.startswith("from helpers.")
+             and line.split()[1] not in TENSORFLOW_FREE]
+    assert not early, f"import these after start(): {early}"
