@@ -69,7 +69,7 @@ def images_as_pairs(images, labels):
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds = (200, 1) if quick else (1_500, 6)
+    n, rounds = (200, 1) if quick else (1_500, 9)
     n_gpu = 3_000 if quick else 50_000
     warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
     x, y = make_cifar_like(n, seed=0)

@@ -61,6 +61,19 @@ def source_of(name: str) -> str:
     return _sources.get(name, "not loaded yet")
 
 
+def loaded_from(name: str) -> str:
+    """`source_of(name)` as the notebooks' sentences say it: 'from <file>', 'from keras download cache (…)', or
+    'generated offline' (after `dataset_label`, which already says 'stand-in').
+
+    >>> loaded_from("no such dataset")
+    'not loaded yet'
+    """
+    source = source_of(name)
+    if source.startswith("stand-in"):
+        return "generated offline"
+    return source if source == "not loaded yet" else f"from {source.removeprefix('file ')}"
+
+
 def dataset_label(name: str) -> str:
     """What to call the data in titles and prose: 'MNIST', or 'MNIST stand-in' after a fallback to generated data.
 
@@ -203,11 +216,12 @@ def _load(name: str, local: Path, read_local, make_standin, allow_download: bool
         arrays = read_local(local)
         _sources[name] = f"file {local}"
         return arrays
-    reason = "downloads are switched off"
+    reason, tried = "downloads are switched off", False
     if allow_download and (problem := keras_cache_problem(name)) is not None:
         reason = problem
         print(f"{problem[0].upper()}{problem[1:]}.")
     elif allow_download:
+        tried = True   # Keras prints "Downloading data from …" before it fails
         try:
             import keras
 
@@ -225,7 +239,8 @@ def _load(name: str, local: Path, read_local, make_standin, allow_download: bool
             f"then copy the data/ folder);\n"
             f"  3. set {QUICK_ENV}=1 to use a small generated stand-in for a quick run.")
     n_train, n_test, what = STANDINS[name]
-    print(f"Quick mode: {DISPLAY_NAMES[name]} is not in {local.parent} and could not be downloaded, so this run "
+    print(f"Quick mode: {DISPLAY_NAMES[name]} is not in {local.parent} and "
+          f"{'the download above failed' if tried else 'could not be downloaded'}, so this run "
           f"uses a generated stand-in ({n_train:,} train / {n_test:,} test images, {what}); "
           f"accuracies and losses on the real {DISPLAY_NAMES[name]} will differ.")
     _sources[name] = "stand-in (generated)"
