@@ -512,13 +512,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "prepare":
         return prepare(args.folder)
-    from tools.book import discover
+    from tools.notebooks import notebooks   # (not tools.book, which imports this module for its instructor's page)
 
     record = load_record(args.record)
     if record is None:
         print(f"note: no book build recorded at {args.record}, so run times count as 0: run "
               f"`python -m tools.book --quick` first", file=sys.stderr)
-    print(measure(record, discover()) if args.command == "measure" else page(record, discover()))
+    print(measure(record, notebooks()) if args.command == "measure" else page(record, notebooks()))
     return 0
 
 
