@@ -34,6 +34,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tools.notebooks import colab_url, github_url
+from helpers.storage.files import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -163,36 +164,23 @@ def data_sources(nb: dict, record: dict) -> dict[str, str]:
 DISPLAY = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
 
 
-def describe_source(name: str, source: str) -> str:
-    """What the banner says of one dataset's source.
+def describe_source(name: str, source: str, short: bool = False) -> str:
+    """What the banner says of one dataset's source; `short`, the landing page's shorter words.
 
     >>> describe_source("mnist", "stand-in (generated)")
     'MNIST: a generated stand-in, not the real MNIST'
-    """
-    label = DISPLAY.get(name, name)
-    if source.startswith("stand-in"):
-        return f"{label}: a generated stand-in, not the real {label}"
-    if source.startswith("file "):
-        where = Path(source.removeprefix("file "))
-        return f"{label}: the real dataset, from `{where.parent.name}/{where.name}`"
-    if "keras" in source:
-        return f"{label}: the real dataset, downloaded by Keras"
-    return f"{label}: {source}"
-
-
-def short_source(name: str, source: str) -> str:
-    """The landing page's shorter word for it.
-
-    >>> short_source("cifar10", "stand-in (generated)"), short_source("mnist", "file /x/data/mnist.npz")
+    >>> describe_source("cifar10", "stand-in (generated)", short=True), describe_source("mnist", "file /x/data/mnist.npz", short=True)
     ('CIFAR-10 stand-in (generated)', 'MNIST from `data/mnist.npz`')
     """
     label = DISPLAY.get(name, name)
+    where = Path(source.removeprefix("file "))
     if source.startswith("stand-in"):
-        return f"{label} stand-in (generated)"
+        return f"{label} stand-in (generated)" if short else f"{label}: a generated stand-in, not the real {label}"
     if source.startswith("file "):
-        where = Path(source.removeprefix("file "))
-        return f"{label} from `{where.parent.name}/{where.name}`"
-    return f"{label} (downloaded by Keras)" if "keras" in source else f"{label}: {source}"
+        return (f"{label} from " if short else f"{label}: the real dataset, from ") + f"`{where.parent.name}/{where.name}`"
+    if "keras" in source:
+        return f"{label} (downloaded by Keras)" if short else f"{label}: the real dataset, downloaded by Keras"
+    return f"{label}: {source}"
 
 
 def banner(nb: dict, record: dict, date: str) -> str:
@@ -366,7 +354,7 @@ def landing(run: dict, names: list[str]) -> str:
     rows = []
     for name in names:
         rec = run["notebooks"][name]
-        data = ", ".join([short_source(n, s) for n, s in sorted((rec.get("sources") or {}).items())]
+        data = ", ".join([describe_source(n, s, short=True) for n, s in sorted((rec.get("sources") or {}).items())]
                          + [f"`helpers.data.{n}`" for n in sorted(rec.get("made") or {})]) or "none"
         result = f"**failed** ({len(rec['errors'])} error{'s' * (len(rec['errors']) > 1)})" if rec["errors"] \
             else "checks passed"
@@ -483,6 +471,11 @@ def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bo
             print(f"error: no earlier run in {scratch}: build once without --render-only", file=sys.stderr)
             return 2
         run = json.loads(record_file.read_text(encoding="utf-8"))
+        known = {p.name for p in discover()}   # names read from a file become paths: only this series' notebooks
+        if not set(run.get("notebooks", {})) <= known:
+            print(f"error: {record_file} names notebooks that are not in {NOTEBOOK_DIR}: "
+                  f"{sorted(set(run['notebooks']) - known)}; build again without --render-only", file=sys.stderr)
+            return 2
     else:
         paths = discover(only)
         if not paths:
@@ -502,7 +495,7 @@ def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bo
             nbformat.write(nb, executed_dir / path.name)
             print(f"{record['seconds']:.0f} s" + (f", {len(record['errors'])} error(s)" if record["errors"] else ""))
         run["execute_seconds"] = round(time.perf_counter() - started, 1)
-        record_file.write_text(json.dumps(run, indent=1), encoding="utf-8")
+        atomic_write_text(record_file, json.dumps(run, indent=1))   # a killed build leaves the last whole record
     executed = {name: _read(executed_dir / name) for name in run["notebooks"]}
     rendering = time.perf_counter()
     warnings = render(run, executed, scratch / "src", out)
