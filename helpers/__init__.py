@@ -11,6 +11,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07
     setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
+    setup/processes.py          child processes that stop with their parent; ports                   07
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/labels.py              one check for class labels, used by every writer                     -
@@ -22,7 +23,6 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/core.py             the timing core: intervals of the median, alternating rounds, rates  02 03 04 05 06 07
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                   03 04 05 07
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
-    scale/processes.py          child processes that stop with their parent; ports                   07
     scale/data_service.py       a tf.data service cluster of processes on this machine               06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from helpers.setup.accelerator import REHEARSAL_ENV, Accelerator, rehearsed_gpus
-from helpers.scale.processes import child_environment
+from helpers.setup.processes import child_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -230,10 +230,10 @@ def test_the_beam_conversion_refuses_bad_labels_before_it_starts(tmp_path, label
 def test_a_child_whose_parent_dies_before_it_starts_watching_exits(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import subprocess, sys, time
-        from helpers.scale.processes import child_environment
+        from helpers.setup.processes import child_environment
         child = subprocess.Popen([sys.executable, "-c",
             "import time; time.sleep(1.0)\\n"                 # a slow start: TensorFlow still importing
-            "from helpers.scale.processes import exit_with_parent\\n"
+            "from helpers.setup.processes import exit_with_parent\\n"
             "exit_with_parent()\\n"
             "time.sleep(60)"], env=child_environment(gpu=False))
         print(child.pid, flush=True)
@@ -259,14 +259,14 @@ def _running(pid: int) -> bool:
 def test_a_child_started_from_a_thread_survives_the_thread(tmp_path):
     # The parent-death signal follows the thread that started a child; a cluster started from a
     # worker thread must not lose its children when that thread ends.
-    from helpers.scale.processes import ChildProcesses
+    from helpers.setup.processes import ChildProcesses
 
     import threading
 
     children = ChildProcesses()
     started = threading.Thread(target=lambda: children.start("sleeper", ["-c", textwrap.dedent("""
         import time
-        from helpers.scale.processes import READY, exit_with_parent
+        from helpers.setup.processes import READY, exit_with_parent
         exit_with_parent()
         print(READY, flush=True)
         time.sleep(60)

@@ -47,9 +47,9 @@ def shards(tmp_path_factory):
 
 
 def test_children_stop_when_the_block_raises():
-    from helpers.scale.processes import ChildProcesses
+    from helpers.setup.processes import ChildProcesses
 
-    program = "from helpers.scale.processes import exit_with_parent, READY; exit_with_parent(); print(READY); import time; time.sleep(600)"
+    program = "from helpers.setup.processes import exit_with_parent, READY; exit_with_parent(); print(READY); import time; time.sleep(600)"
     with pytest.raises(ZeroDivisionError):
         with ChildProcesses() as children:
             pids = [children.start(f"sleeper-{i}", ["-c", program]).pid for i in range(2)]
@@ -58,7 +58,7 @@ def test_children_stop_when_the_block_raises():
 
 
 def test_a_child_that_fails_to_start_is_reported_with_its_output():
-    from helpers.scale.processes import ChildProcesses
+    from helpers.setup.processes import ChildProcesses
 
     with ChildProcesses() as children:
         with pytest.raises(RuntimeError, match="(?s)did not start.*no such thing"):
@@ -70,10 +70,10 @@ def test_children_exit_when_their_parent_is_killed(tmp_path):
     # A parent that starts a child and is then SIGKILLed: no cleanup code runs in the parent, yet the child goes.
     pid_file = tmp_path / "child.pid"
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        from helpers.scale.processes import ChildProcesses
+        from helpers.setup.processes import ChildProcesses
         import time
         children = ChildProcesses()
-        child = children.start("sleeper", ["-c", "from helpers.scale.processes import exit_with_parent, READY; "
+        child = children.start("sleeper", ["-c", "from helpers.setup.processes import exit_with_parent, READY; "
                                            "exit_with_parent(); print(READY); import time; time.sleep(600)"])
         open({str(pid_file)!r}, "w").write(str(child.pid))
         time.sleep(600)

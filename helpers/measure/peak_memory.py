@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.scale.processes import child_environment
+from helpers.setup.processes import child_environment
 
 MODES = ("load", "stream")
 OUT_OF_MEMORY_EXIT = 3  # the child's exit code when an allocation failed under its budget
@@ -172,7 +172,7 @@ def _measure(mode: str, directory: str, split: str, batch_size: int) -> MemoryRu
 
 
 if __name__ == "__main__":
-    from helpers.scale.processes import exit_with_parent
+    from helpers.setup.processes import exit_with_parent
 
     exit_with_parent()  # an interrupted notebook must not leave a training child behind
     mode_arg, directory_arg, split_arg, batch_arg = sys.argv[1:5]

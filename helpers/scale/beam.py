@@ -16,7 +16,7 @@ import numpy as np
 
 from helpers.storage.files import check_name, file_problem, write_then_rename
 from helpers.data.labels import class_labels
-from helpers.scale.processes import child_environment, exit_with_parent
+from helpers.setup.processes import child_environment, exit_with_parent
 
 
 def save_source(images: np.ndarray, labels: np.ndarray, directory: str | Path,

@@ -11,7 +11,7 @@ import errno
 import socket
 import sys
 
-from helpers.scale.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, free_port
+from helpers.setup.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, free_port
 
 
 class DataServiceCluster:

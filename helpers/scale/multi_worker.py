@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.scale.processes import child_environment, exit_with_parent, exposure_warning, free_port
+from helpers.setup.processes import child_environment, exit_with_parent, exposure_warning, free_port
 
 
 @dataclass(frozen=True)

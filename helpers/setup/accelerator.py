@@ -4,7 +4,7 @@ The GPU branch (a larger batch, mixed precision, `steps_per_execution`, XLA, `Mi
 GPUs) never runs on a CPU, so CI would never execute it: `TUTORIAL_GPU_REHEARSAL=1` (or `=2`) makes a CPU run
 take the branch one (or two) GPUs would, with `mixed_bfloat16` for `mixed_float16` (CPUs lack fast float16
 kernels) and one logical CPU device per rehearsed GPU. Child processes never rehearse
-(`helpers.scale.processes.child_environment`).
+(`helpers.setup.processes.child_environment`).
 """
 from __future__ import annotations
 
