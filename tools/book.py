@@ -17,6 +17,7 @@ load offline), long text outputs scroll, progress bars (widgets) show their last
 start-up lines are left out (every other output is shown as the run made it). The landing page holds the README's
 table of notebooks, the date, versions, device and each notebook's run time; the instructor's page (tools/workshop.py) is made from the same run.
 A notebook whose run raised an error is still rendered, with a red banner, and the build exits with status 1.
+The site replaces only a folder the book made (its marker file inside, `out_problem`), or a new or empty one.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from tools import folders
 from tools.notebooks import colab_url, github_url
 from helpers.storage.files import atomic_write_text
 
@@ -40,6 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
 SCRATCH = ROOT / "build" / "book"
 ASSETS = Path(__file__).resolve().parent / "book_assets"
+SITE_MARKER = ".made-by-tools-book"   # written into every site the book makes: only a folder holding it is replaced
+SITE_COMMAND = "python -m tools.book"
+SCRATCH_PARTS = ("executed", "kernels", "src", "html", "doctrees", "jupyter_execute")   # what a build remakes there
 NOTEBOOK_NAME = re.compile(r"^\d\d_\w+\.ipynb$")
 CELL_TIMEOUT = 900
 SCROLL_LINES = 40          # text outputs longer than this get a scroll box on the page
@@ -147,6 +152,89 @@ def execute(path: Path, quick: bool, log: Path) -> tuple[dict, dict]:
     return nb, record
 
 
+# ---------------------------------------------------------------- the run's record, read back and shown
+
+class RecordError(ValueError):
+    """A build record (record.json) that is not what `build` writes; the message names the file."""
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e12
+
+
+def _strings(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def record_problem(run) -> str | None:
+    """What in a build record differs from what `build` writes (the fields the pages and plans use), or None.
+    Notebook names become paths under the build folder: only this series' notebooks are accepted."""
+    if not isinstance(run, dict):
+        return f"it holds a JSON {type(run).__name__}, not an object"
+    if not isinstance(run.get("notebooks"), dict):
+        return "its 'notebooks' is missing or not an object"
+    if unknown := sorted(set(run["notebooks"]) - {p.name for p in discover()}):
+        return f"it names notebooks that are not in {NOTEBOOK_DIR}: {unknown}"
+    wanted = {"date": lambda v: isinstance(v, str), "quick": lambda v: isinstance(v, bool), "versions": _strings,
+              "cpu": lambda v: isinstance(v, str), "cores": lambda v: v is None or isinstance(v, int),
+              "notebooks": lambda v: isinstance(v, dict)}
+    for key, fits in wanted.items():
+        if key not in run or not fits(run[key]):
+            return f"its {key!r} is missing or not what a build writes"
+    for name, rec in run["notebooks"].items():
+        if not isinstance(rec, dict):
+            return f"the record of notebook {name!r} is not an object"
+        cells = rec.get("cells")
+        fields = {"seconds": _number(rec.get("seconds")), "quick": isinstance(rec.get("quick"), bool),
+                  "cells": isinstance(cells, list) and all(
+                      isinstance(c, list) and len(c) == 2 and isinstance(c[0], int) and not isinstance(c[0], bool)
+                      and (c[1] is None or _number(c[1])) for c in cells),
+                  "errors": isinstance(rec.get("errors"), list) and all(isinstance(e, str) for e in rec["errors"]),
+                  "sources": _strings(rec.get("sources", {})), "made": _strings(rec.get("made", {})),
+                  "branch": isinstance(rec.get("branch", ""), str)}
+        if wrong := [key for key, fits in fields.items() if not fits]:
+            return f"notebook {name!r}: its {', '.join(map(repr, wrong))} missing or not what a build writes"
+    return None
+
+
+def read_record(path: Path) -> dict:
+    """A build record written by `build`, checked; `RecordError` naming the file if it is not one."""
+    try:
+        run = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordError(f"{path} is not a build record: not valid JSON ({e}); build the book again without "
+                          f"--render-only") from None
+    if problem := record_problem(run):
+        raise RecordError(f"{path} is not a build record: {problem}; build the book again without --render-only")
+    return run
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def md_text(value) -> str:
+    r"""A value from the run as Markdown that shows it as it is, in the middle of a line: each character that can
+    start markup, a role, math, a table cell or HTML backslash-escaped (CommonMark and MyST then read it as text),
+    line breaks as spaces.
+
+    >>> print(md_text("<b>x</b> *y* 2026-01-02 10:00"))
+    \<b\>x\</b\> \*y\* 2026-01-02 10:00
+    """
+    return re.sub(r"([\\`*_\[\]<>&{}$|!~#])", r"\\\1", _CONTROL.sub(" ", str(value)))
+
+
+def md_code(value) -> str:
+    """A value from the run as inline code: fenced by more backticks than any run of them inside it.
+
+    >>> md_code("data/mnist.npz"), md_code("a`b")
+    ('`data/mnist.npz`', '``a`b``')
+    """
+    text = _CONTROL.sub(" ", str(value))
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 # ---------------------------------------------------------------- what a page's outputs come from
 
 
@@ -172,15 +260,15 @@ def describe_source(name: str, source: str, short: bool = False) -> str:
     >>> describe_source("cifar10", "stand-in (generated)", short=True), describe_source("mnist", "file /x/data/mnist.npz", short=True)
     ('CIFAR-10 stand-in (generated)', 'MNIST from `data/mnist.npz`')
     """
-    label = DISPLAY.get(name, name)
+    label = DISPLAY.get(name) or md_text(name)
     where = Path(source.removeprefix("file "))
     if source.startswith("stand-in"):
         return f"{label} stand-in (generated)" if short else f"{label}: a generated stand-in, not the real {label}"
     if source.startswith("file "):
-        return (f"{label} from " if short else f"{label}: the real dataset, from ") + f"`{where.parent.name}/{where.name}`"
+        return (f"{label} from " if short else f"{label}: the real dataset, from ") + md_code(f"{where.parent.name}/{where.name}")
     if "keras" in source:
         return f"{label} (downloaded by Keras)" if short else f"{label}: the real dataset, downloaded by Keras"
-    return f"{label}: {source}"
+    return f"{label}: {md_text(source)}"
 
 
 def banner(nb: dict, record: dict, date: str) -> str:
@@ -196,16 +284,16 @@ def banner(nb: dict, record: dict, date: str) -> str:
         title = "Outputs from a full run" + (" on the real data" if sources and not standin else "")
         mode = "A full run (`TUTORIAL_QUICK=0`): the sizes the notebook is written for"
     described = [describe_source(n, s) for n, s in sorted(sources.items())]
-    described += [f"`helpers.data.{name}`, {what[0].lower()}{what[1:]}" if what else f"`helpers.data.{name}`"
+    described += [md_code(f"helpers.data.{name}") + (f", {md_text(what[0].lower() + what[1:])}" if what else "")
                   for name, what in sorted((record.get("made") or {}).items())]
     data = "; ".join(described) or "none of the series' datasets (the notebook makes its own)"
     lines = [f"{mode}. Data: {data}.",
-             f"Executed {date} in {record['seconds']:.0f} s, {record.get('branch', 'device not recorded')}. "
+             f"Executed {md_text(date)} in {record['seconds']:.0f} s, {md_text(record.get('branch', 'device not recorded'))}. "
              "Every output below comes from that one run; open the notebook in Colab or JupyterLab to run it yourself."]
     kind = "danger" if record["errors"] else ("warning" if quick or standin else "note")
     if record["errors"]:
         title = "This run failed: " + title[0].lower() + title[1:]
-        lines.append("Errors: " + "; ".join(f"`{e}`" for e in record["errors"][:3]))
+        lines.append("Errors: " + "; ".join(md_code(e) for e in record["errors"][:3]))
     return "\n".join([f"```{{admonition}} {title}", f":class: {kind} {BANNER_CLASS}", "", "\n\n".join(lines), "```"])
 
 
@@ -355,20 +443,21 @@ def landing(run: dict, names: list[str]) -> str:
     for name in names:
         rec = run["notebooks"][name]
         data = ", ".join([describe_source(n, s, short=True) for n, s in sorted((rec.get("sources") or {}).items())]
-                         + [f"`helpers.data.{n}`" for n in sorted(rec.get("made") or {})]) or "none"
+                         + [md_code(f"helpers.data.{n}") for n in sorted(rec.get("made") or {})]) or "none"
         result = f"**failed** ({len(rec['errors'])} error{'s' * (len(rec['errors']) > 1)})" if rec["errors"] \
             else "checks passed"
         rows.append(f"| [{name[:2]}]({name}) | {rec['seconds']:.0f} s | {data} | {result} |")
     total = sum(run["notebooks"][n]["seconds"] for n in names)
     branch = next((run["notebooks"][n].get("branch") for n in names if run["notebooks"][n].get("branch")), None)
-    version_list = " · ".join(f"{k} {v}" for k, v in run["versions"].items())
+    version_list = " · ".join(f"{md_text(k)} {md_text(v)}" for k, v in run["versions"].items())
     return "\n".join([
         "# Bigger Than Memory", "", intro, "",
         "## The notebooks", "", table, "",
         "## This build", "",
-        f"Every output in this book comes from one run of each notebook, made on **{run['date']}** in {mode}, "
-        f"by `python -m tools.book{' --quick' if run['quick'] else ''}`. "
-        f"Device: {run['cpu']}, {run['cores']} cores; {branch or 'branch not recorded'}. Versions: {version_list}.",
+        f"Every output in this book comes from one run of each notebook, made on **{md_text(run['date'])}** in "
+        f"{mode}, by `python -m tools.book{' --quick' if run['quick'] else ''}`. "
+        f"Device: {md_text(run['cpu'])}, {md_text(run['cores'])} cores; {md_text(branch or 'branch not recorded')}. "
+        f"Versions: {version_list}.",
         "",
         "| notebook | run time (kernel start included) | data | result |", "|---|---|---|---|", *rows, "",
         f"All {len(names)} notebooks: {total / 60:.1f} min of execution. Each page starts with a banner saying which "
@@ -437,17 +526,32 @@ def render(run: dict, executed: dict[str, dict], src: Path, out: Path) -> list[s
     # Sphinx writes into scratch/html (MyST-NB puts its own files beside the output folder, in jupyter_execute/),
     # and the finished site is then copied to `out`.
     html, warnings = src.parent / "html", src.parent / "sphinx-warnings.txt"
-    for stale in (html, out):
-        if stale.exists():
-            shutil.rmtree(stale)
+    if html.exists():
+        shutil.rmtree(html)
+    folders.remove(out, SITE_MARKER, SITE_COMMAND, inside_ok=True)    # only a site the book made (`out_problem`)
     status = build_main(["-b", "html", "-q", "-d", str(src.parent / "doctrees"), "-w", str(warnings),
                          str(src), str(html)])
     found = [w for w in warnings.read_text(encoding="utf-8").splitlines() if w.strip()] if warnings.exists() else []
     if status:
         found.append(f"sphinx-build exited with status {status}")
     elif html.is_dir():
-        shutil.copytree(html, out)
+        folders.claim(out, SITE_MARKER, f"Made by `{SITE_COMMAND}`, which replaces this folder when it builds into "
+                                        f"it again; without this file it would refuse to.\n")
+        shutil.copytree(html, out, dirs_exist_ok=True)
     return found
+
+
+def out_problem(out: Path, scratch: Path = SCRATCH) -> str | None:
+    """Why the book may not put its site into `out` (it removes what is there first), or None: `out` must be new,
+    empty or a site it made (its marker inside); never the checkout, a folder holding it, the home folder, nor
+    its own scratch folder."""
+    if problem := folders.replace_problem(out, SITE_MARKER, SITE_COMMAND, inside_ok=True):
+        return problem
+    out, scratch = Path(out).resolve(), Path(scratch).resolve()
+    if out == scratch or out in scratch.parents or any(out == scratch / part or scratch / part in out.parents
+                                                       for part in SCRATCH_PARTS):
+        return f"{out} overlaps the book's scratch folder {scratch}: choose another folder"
+    return None
 
 
 # ---------------------------------------------------------------- the command
@@ -465,16 +569,18 @@ def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bo
     import nbformat
 
     executed_dir, record_file = scratch / "executed", scratch / "record.json"
+    if problem := out_problem(out, scratch):     # before minutes of executing, not after
+        print(f"error: --out {out}: {problem}", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     if render_only:
         if not record_file.exists():
             print(f"error: no earlier run in {scratch}: build once without --render-only", file=sys.stderr)
             return 2
-        run = json.loads(record_file.read_text(encoding="utf-8"))
-        known = {p.name for p in discover()}   # names read from a file become paths: only this series' notebooks
-        if not set(run.get("notebooks", {})) <= known:
-            print(f"error: {record_file} names notebooks that are not in {NOTEBOOK_DIR}: "
-                  f"{sorted(set(run['notebooks']) - known)}; build again without --render-only", file=sys.stderr)
+        try:
+            run = read_record(record_file)
+        except RecordError as e:
+            print(f"error: {e}", file=sys.stderr)
             return 2
     else:
         paths = discover(only)
@@ -536,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render-only", action="store_true", help="render the last run again without executing")
     args = parser.parse_args(argv)
     only = [s.strip() for s in args.only.split(",")] if args.only else None
-    return build(args.quick, args.out.resolve(), only, args.render_only)
+    return build(args.quick, args.out.expanduser().resolve(), only, args.render_only)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     python -m tools.workshop measure           # per notebook and section: words, code cells and lines, run time
     python -m tools.workshop plan              # the one-day and two-day plans (Markdown), from the last book build
     python -m tools.workshop prepare DIR       # the folder to copy onto each machine: series, data, wheels
+                                               # (a new or empty DIR, or one it made: `prepare_problem`)
 
 Run times come from a book build's record (`python -m tools.book --quick` writes build/book/record.json): each
 cell's wall time in that run. How a block's learner time is computed (`minutes`):
@@ -29,6 +30,9 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from helpers.storage.files import atomic_write_text
+from tools import folders
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -367,10 +371,31 @@ What this folder holds:
 """
 
 
+KIT_MARKER = ".workshop-kit"     # the file `prepare` writes into its folder: only a folder holding it is ever replaced
+KIT_COMMAND = "python -m tools.workshop prepare"
+SERIES_NAME = "bigger-than-memory"
+KIT_PARTS = (SERIES_NAME, "wheels", "README.txt", "requirements-wheels.txt")   # what `prepare` writes in its folder
+
+
+def prepare_problem(folder: Path) -> str | None:
+    """Why `prepare` may not make its kit in `folder`, or None. It removes and rewrites what it made there, so the
+    folder must be new, empty or one it made earlier (its marker inside), and neither be, hold nor lie inside this
+    checkout (compared after symlinks); none of its parts may be a symlink."""
+    if problem := folders.checkout_problem(folder, inside_ok=False):
+        return f"{problem}: choose a folder outside this checkout"
+    if problem := folders.replace_problem(folder, KIT_MARKER, KIT_COMMAND, inside_ok=False):
+        return problem
+    folder = Path(folder).resolve()
+    for part in KIT_PARTS:
+        if (folder / part).is_symlink():
+            return f"{folder / part} is a symlink; `prepare` writes its own {part} there and never through a link"
+    return None
+
+
 def _copy_series(target: Path) -> None:
     from tools.notebooks import write_learner_copies
 
-    if target.exists():
+    if target.exists():     # made by an earlier `prepare`: its folder holds the marker (`prepare_problem`)
         shutil.rmtree(target)
     for name in SERIES_FILES:
         if (ROOT / name).exists():
@@ -440,7 +465,7 @@ def _prepare_wheels(wheels: Path) -> tuple[bool, str]:
     for line in lines:
         if line.startswith("-e") and (named := re.search(r"\[([^\]]*)\]", line)):
             extras |= {extra.strip() for extra in named[1].split(",")}
-    requirements.write_text("\n".join(wanted + series_requirements(extras) + ["setuptools>=68", "wheel"]) + "\n")
+    atomic_write_text(requirements, "\n".join(wanted + series_requirements(extras) + ["setuptools>=68", "wheel"]) + "\n")
     command = [sys.executable, "-m", "pip", "download", "--quiet", "-d", str(wheels), "-r", str(requirements),
                "-c", str(ROOT / "constraints.txt")]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -461,16 +486,17 @@ def prepare(folder: Path) -> int:
     import datetime as dt
 
     folder = folder.resolve()
-    if folder == ROOT or (ROOT in folder.parents and ROOT / "build" not in folder.parents):
-        print(f"error: choose a folder outside this checkout (or under build/), not {folder}", file=sys.stderr)
+    if problem := prepare_problem(folder):
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-    series = folder / "bigger-than-memory"
+    folders.claim(folder, KIT_MARKER, f"Made by `{KIT_COMMAND}`, which replaces what it made here when run again.\n")
+    series = folder / SERIES_NAME
     _copy_series(series)
     report = [("series", True, f"the helpers and the learners' notebooks (no solutions) in {series}"),
               ("data", *_prepare_data(series / "data")),
               ("wheels", *_prepare_wheels(folder / "wheels"))]
     parts = "\n".join(f"  {name}: {'ok' if ok else 'MISSING'}: {text}" for name, ok, text in report)
-    (folder / "README.txt").write_text(ROOM_README.format(date=dt.date.today(), parts=parts), encoding="utf-8")
+    atomic_write_text(folder / "README.txt", ROOM_README.format(date=dt.date.today(), parts=parts))
     for name, ok, text in report:
         print(f"{name}: {'ok' if ok else 'MISSING'}: {text}", file=sys.stdout if ok else sys.stderr)
     if not all(ok for _, ok, _ in report):
@@ -498,7 +524,10 @@ def measure(record: dict | None, paths: list[Path]) -> str:
 
 
 def load_record(path: Path = RECORD) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    """A book build's record, checked (`tools.book.RecordError` naming the file if it is not one); None if missing."""
+    from tools.book import read_record   # here: tools.book imports this module for its instructor's page
+
+    return read_record(path) if path.exists() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -511,10 +540,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("folder", type=Path)
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        return prepare(args.folder)
-    from tools.notebooks import notebooks   # (not tools.book, which imports this module for its instructor's page)
+        return prepare(args.folder.expanduser())
+    from tools.book import RecordError   # here, not at the top: tools.book imports this module
+    from tools.notebooks import notebooks
 
-    record = load_record(args.record)
+    try:
+        record = load_record(args.record)
+    except RecordError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if record is None:
         print(f"note: no book build recorded at {args.record}, so run times count as 0: run "
               f"`python -m tools.book --quick` first", file=sys.stderr)

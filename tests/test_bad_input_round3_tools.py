@@ -1,0 +1,234 @@
+"""Issue 25, round three, the tools and the plumbing: commands that must never remove a folder they did not make,
+a hostile build record, worker output read together, ports chosen without a race, and writes that survive a
+power cut. Each test failed before its fix. None builds the book or executes a notebook: they test the functions
+that decide what may be removed, and the rendering of a record's values.
+"""
+from __future__ import annotations
+
+import html.parser
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tools import book, folders, workshop
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------- 1. `tools.workshop prepare DIR`
+
+
+@pytest.fixture
+def fake_checkout(tmp_path, monkeypatch):
+    """A checkout under git clone's default name, `<tmp>/bigger-than-memory`, with uncommitted work in it."""
+    checkout = tmp_path / "bigger-than-memory"
+    (checkout / "notebooks").mkdir(parents=True)
+    (checkout / "notebooks" / "mine.ipynb").write_text("uncommitted work")
+    monkeypatch.setattr(folders, "ROOT", checkout)
+    monkeypatch.setattr(workshop, "ROOT", checkout)
+    return checkout
+
+
+def test_prepare_dot_dot_never_removes_the_checkout(fake_checkout, capsys):
+    """`prepare ..` inside `bigger-than-memory/` named the checkout itself as the series folder and removed it."""
+    assert workshop.prepare(fake_checkout.parent) == 2
+    assert "holds this checkout" in capsys.readouterr().err
+    assert (fake_checkout / "notebooks" / "mine.ipynb").read_text() == "uncommitted work"
+
+
+@pytest.mark.parametrize("where", ["checkout", "inside", "inside build", "parent", "link to checkout",
+                                   "link to parent"])
+def test_prepare_refuses_the_checkout_what_holds_it_and_what_lies_inside_it(fake_checkout, tmp_path, where):
+    targets = {"checkout": fake_checkout, "inside": fake_checkout / "notebooks", "parent": tmp_path,
+               "inside build": fake_checkout / "build" / "kit"}
+    if where.startswith("link"):
+        link = tmp_path / "elsewhere" / "link"
+        link.parent.mkdir()
+        link.symlink_to(fake_checkout if where.endswith("checkout") else tmp_path, target_is_directory=True)
+        targets[where] = link
+    problem = workshop.prepare_problem(targets[where])
+    assert problem and "checkout" in problem and "outside" in problem
+
+
+def test_prepare_refuses_a_folder_it_did_not_make_and_says_how_to_continue(tmp_path, capsys):
+    kit = tmp_path / "usb"
+    (kit / "bigger-than-memory").mkdir(parents=True)
+    (kit / "bigger-than-memory" / "thesis.tex").write_text("a year of work")
+    assert workshop.prepare(kit) == 2
+    err = capsys.readouterr().err
+    assert str(kit) in err and "not empty" in err and workshop.KIT_MARKER in err and "remove" in err
+    assert (kit / "bigger-than-memory" / "thesis.tex").read_text() == "a year of work"
+
+
+def test_prepare_accepts_a_new_an_empty_or_its_own_folder(tmp_path):
+    assert workshop.prepare_problem(tmp_path / "new") is None
+    (tmp_path / "empty").mkdir()
+    assert workshop.prepare_problem(tmp_path / "empty") is None
+    own = tmp_path / "own"
+    folders.claim(own, workshop.KIT_MARKER, "made here")
+    (own / "bigger-than-memory").mkdir()          # what an earlier, maybe interrupted, run left
+    (own / "bigger-than-memory" / "README.md").write_text("old copy")
+    assert workshop.prepare_problem(own) is None
+
+
+def test_prepare_never_follows_a_link_in_its_own_folder(tmp_path):
+    own, elsewhere = tmp_path / "own", tmp_path / "elsewhere"
+    folders.claim(own, workshop.KIT_MARKER, "made here")
+    elsewhere.mkdir()
+    (own / "bigger-than-memory").symlink_to(elsewhere, target_is_directory=True)
+    assert "symlink" in workshop.prepare_problem(own)
+    (own / "bigger-than-memory").unlink()
+    (own / workshop.KIT_MARKER).unlink()
+    (own / workshop.KIT_MARKER).symlink_to(elsewhere / "marker")     # a marker must be the folder's own file
+    (elsewhere / "marker").write_text("made here")
+    assert "not empty" in workshop.prepare_problem(own)
+
+
+# ---------------------------------------------------------------- 2. `tools.book --out DIR`
+
+
+def test_the_book_refuses_the_checkout_its_parents_home_and_dot(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for out, why in ((Path("."), "is this checkout"), (ROOT.parent, "holds this checkout"),
+                     (Path("/"), "holds this checkout"), (Path.home(), "")):
+        problem = book.out_problem(out.resolve())
+        assert problem and why in problem, (out, problem)
+
+
+def test_the_book_refuses_a_foreign_folder_and_its_own_scratch(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("mine")
+    problem = book.out_problem(docs)
+    assert str(docs) in problem and "not empty" in problem and book.SITE_MARKER in problem
+    assert book.out_problem(ROOT / "helpers") is not None          # inside the checkout, not the book's
+    scratch = tmp_path / "scratch"
+    assert "scratch" in book.out_problem(scratch / "src", scratch)
+    assert book.out_problem(tmp_path / "new") is None
+    folders.claim(tmp_path / "site", book.SITE_MARKER, "made by the book")
+    (tmp_path / "site" / "index.html").write_text("old site")
+    assert book.out_problem(tmp_path / "site") is None
+
+
+def test_the_book_refuses_a_foreign_out_before_executing_anything(tmp_path, monkeypatch, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("mine")
+
+    def execute(*args, **kwargs):
+        raise AssertionError("a notebook was executed before --out was checked")
+
+    monkeypatch.setattr(book, "execute", execute)
+    monkeypatch.setattr(book, "_check_renderer", lambda: None)
+    assert book.build(True, docs, only=["01"], scratch=tmp_path / "scratch") == 2
+    assert str(docs) in capsys.readouterr().err
+    assert (docs / "notes.md").read_text() == "mine"
+
+
+def _record(**hostile) -> dict:
+    rec = {"seconds": 3.0, "quick": True, "cells": [[1, 0.5]], "errors": [], "sources": {}, "made": {},
+           "branch": "the CPU branch"}
+    run = {"date": "2026-01-01 10:00 UTC", "quick": True, "versions": {"Python": "3.11"}, "cpu": "x86",
+           "cores": 2, "notebooks": {"01_generators_and_iterables.ipynb": rec}, "execute_seconds": 3.0}
+    for key, value in hostile.items():
+        (rec if key in rec else run)[key] = value
+    return run
+
+
+@pytest.fixture
+def fake_sphinx(tmp_path, monkeypatch):
+    """`render` without Sphinx: a build that writes one page, so that what `render` removes can be seen."""
+    import sys
+    import types
+
+    def build_main(argv):
+        Path(argv[-1]).mkdir(parents=True)
+        (Path(argv[-1]) / "index.html").write_text("new site")
+        return 0
+
+    module = types.ModuleType("sphinx.cmd.build")
+    module.build_main = build_main
+    for name in ("sphinx", "sphinx.cmd"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "sphinx.cmd.build", module)
+    mathjax = tmp_path / "tex-svg.js"
+    mathjax.write_text("")
+    monkeypatch.setattr(book, "mathjax_file", lambda: mathjax)
+
+
+def test_render_replaces_only_a_site_the_book_made(tmp_path, fake_sphinx):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("mine")
+    with pytest.raises(ValueError, match="not empty"):
+        book.render(_record(), {}, tmp_path / "scratch" / "src", docs)
+    assert (docs / "notes.md").read_text() == "mine"
+    site = tmp_path / "site"
+    for _ in range(2):           # a new folder, then the site it made: replaced, marked again
+        assert book.render(_record(), {}, tmp_path / "scratch" / "src", site) == []
+        assert (site / "index.html").read_text() == "new site" and folders.has_marker(site, book.SITE_MARKER)
+
+
+# ---------------------------------------------------------------- 18. a hostile build record
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json", '{"date": 5}', "\xff\xfe"])
+def test_a_broken_record_is_an_error_naming_the_file(tmp_path, capsys, text):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    record = scratch / "record.json"
+    record.write_bytes(text.encode("latin-1"))
+    with pytest.raises(book.RecordError, match="record.json"):
+        book.read_record(record)
+    assert book.build(True, tmp_path / "site", render_only=True, scratch=scratch) == 2
+    assert str(record) in capsys.readouterr().err
+    assert workshop.main(["plan", "--record", str(record)]) == 2
+    assert str(record) in capsys.readouterr().err
+
+
+def test_a_record_with_wrong_types_is_refused_before_rendering():
+    assert book.record_problem(_record()) is None
+    for bad in ({"seconds": "3"}, {"cells": [["1", 0.5]]}, {"errors": [1]}, {"versions": ["tensorflow"]},
+                {"cores": "2"}, {"sources": {"mnist": 1}}, {"notebooks": []}):
+        assert book.record_problem(_record(**bad)), bad
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.tags |= {f"{tag}[{name}={value}]" for name, value in attrs if name == "href"}
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(2)> *em* `code` [link](javascript:alert(3)) " \
+          "{raw}`html` $x$ \\*"
+
+
+def _rendered(markdown: str) -> _Tags:
+    """Markdown as MyST's parser (markdown-it, raw HTML on, as in CommonMark) turns it into HTML."""
+    from markdown_it import MarkdownIt
+
+    parsed = _Tags()
+    parsed.feed(MarkdownIt("commonmark").render(markdown))
+    return parsed
+
+
+def test_the_landing_page_and_banners_show_a_records_values_as_text(tmp_path):
+    run = _record(cpu=HOSTILE, date=HOSTILE, versions={HOSTILE: HOSTILE}, branch=HOSTILE,
+                  errors=[HOSTILE + " ``` `"], sources={HOSTILE: "file /x/" + HOSTILE}, made={"toys": HOSTILE})
+    name = "01_generators_and_iterables.ipynb"
+    for markdown in (book.landing(run, [name]).split("## This build", 1)[1],     # after the README's own text
+                     book.banner({"cells": []}, run["notebooks"][name], run["date"]).split("\n", 3)[3]):
+        page = _rendered(markdown)
+        assert not {"script", "img", "em"} & page.tags
+        assert not [t for t in page.tags if "javascript" in t]
+        text = " ".join("".join(page.text).split())
+        assert text.count(HOSTILE) >= 2, text          # shown as it is, no markup taken from it
