@@ -7,33 +7,35 @@
 from __future__ import annotations
 
 import argparse
-import errno
-import socket
 import sys
 
-from helpers.setup.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, free_port
+from helpers.setup.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, port_is_taken
 
 
 class DataServiceCluster:
-    """A dispatcher and `workers` worker processes on localhost (free ports), started and ready inside the `with`
-    block, which prints what they expose; `target` is the address for `distribute(service=...)`."""
+    """A dispatcher and `workers` worker processes on localhost, started and ready inside the `with` block, which
+    prints what they expose; `target` is the address for `distribute(service=...)`. Every server binds port 0
+    and the dispatcher reports the port it got: no port is chosen here and bound later, which another process
+    could take in between."""
 
     def __init__(self, workers: int = 2) -> None:
         self.n_workers = workers
         self.children = ChildProcesses()
-        self.port = free_port()
-        self.target = f"grpc://localhost:{self.port}"
+        self.port: int | None = None       # the dispatcher's, once it is running
+        self.target: str | None = None
 
     @property
     def worker_names(self) -> list[str]:
         return [name for name in self.children.processes if name.startswith("worker")]
 
     def __enter__(self) -> "DataServiceCluster":
-        print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on ports "
-                               f"of their own)", self.port))
         self.children.__enter__()
         try:
-            self.children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", str(self.port)])
+            self.children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", "0"])
+            self.port = int(self.children.ready_words("dispatcher"))
+            self.target = f"grpc://localhost:{self.port}"
+            print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on "
+                                   f"ports of their own)", self.port))
             for index in range(self.n_workers):  # started together, then waited for
                 self.children.start(f"worker-{index}", ["-m", "helpers.scale.data_service", "worker",
                                                         "--dispatcher", f"localhost:{self.port}"], wait=False)
@@ -52,25 +54,14 @@ class DataServiceCluster:
         self.children.__exit__(*exc)
 
 
-def port_is_taken(port: int) -> bool:
-    """Whether another process already listens on `port` (on any interface), checked by binding it."""
-    if port == 0:
-        return False
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError as e:
-            return e.errno == errno.EADDRINUSE
-    return False
-
-
 def _serve(role: str, port: int, dispatcher: str | None) -> None:
     if port_is_taken(port):  # gRPC would only say "Could not start gRPC server"
         sys.exit(f"the {role} cannot listen on port {port}: another process is using it. Pick another --port.")
     from helpers.lessons.scaling_out import start_dispatcher, start_worker
 
     server = start_dispatcher(port) if role == "dispatcher" else start_worker(dispatcher, port)
-    print(READY, flush=True)
+    bound = server.target.rsplit(":", 1)[1] if role == "dispatcher" else ""   # port 0: the one it got
+    print(f"{READY} {bound}".strip(), flush=True)
     server.join()
 
 

@@ -3,6 +3,7 @@ its `with` block ends, and each child stops itself when the notebook's process d
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import signal
 import socket
@@ -14,18 +15,63 @@ from collections import deque
 
 from helpers.setup.accelerator import REHEARSAL_ENV
 
-READY = "READY"  # the line a child prints when it is ready to serve
+READY = "READY"  # the line a child prints when it is ready to serve, maybe followed by what it bound ("READY 5050")
 
 
-def free_port() -> int:
-    """A TCP port on localhost that nothing listens on right now (the kernel picks it).
+def _bindable(family: int, host: str, port: int) -> bool | None:
+    """Whether a TCP socket of `family` can bind `host:port` now; None when this machine lacks that family."""
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    with sock:
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)   # this family alone: IPv4 is checked apart
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return False
+            if e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                return None
+            raise
+    return True
+
+
+def port_is_taken(port: int) -> bool:
+    """Whether another socket already holds TCP `port` on any interface, IPv4 or IPv6: TensorFlow's gRPC servers
+    bind both, and a client dialling `localhost` may reach either (a listener on `::1` alone counts).
+
+    >>> port_is_taken(0)
+    False
+    """
+    if port == 0:
+        return False
+    return any(_bindable(family, host, port) is False
+               for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET, "127.0.0.1"),
+                                    (socket.AF_INET6, "::"), (socket.AF_INET6, "::1")))
+
+
+def _kernel_port() -> int:
+    """A port the kernel finds free on IPv4 localhost right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port(attempts: int = 20) -> int:
+    """A TCP port that nothing holds right now, on IPv4 or IPv6 (`port_is_taken`). It is free when chosen, not
+    reserved: a server that can bind port 0 and report its port is better (the tf.data service does), and a
+    launcher that cannot retries with new ports when a server fails to bind (`helpers.scale.multi_worker`).
 
     >>> 1024 <= free_port() <= 65535
     True
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
+    for _ in range(attempts):
+        port = _kernel_port()
+        if not port_is_taken(port):
+            return port
+    raise RuntimeError(f"no free TCP port found in {attempts} attempts (each was held on IPv4 or IPv6)")
 
 
 PARENT_ENV = "BTM_PARENT"  # "<pid>:main" or "<pid>:thread": who started this child, from which thread
@@ -91,6 +137,7 @@ class ChildProcesses:
         self.processes: dict[str, subprocess.Popen] = {}
         self._output: dict[str, deque] = {}
         self._ready: dict[str, threading.Event] = {}
+        self._said: dict[str, str] = {}
 
     def start(self, name: str, args: list[str], env: dict | None = None, ready_timeout: float = 60,
               wait: bool = True) -> subprocess.Popen:
@@ -108,7 +155,9 @@ class ChildProcesses:
         def read():
             for line in process.stdout:
                 lines.append(line.rstrip())
-                if line.strip() == READY:
+                words = line.split()
+                if words[:1] == [READY] and not ready.is_set():
+                    self._said[name] = " ".join(words[1:])
                     ready.set()
 
         threading.Thread(target=read, daemon=True, name=f"read-{name}").start()
@@ -127,6 +176,10 @@ class ChildProcesses:
                 self.stop(name)
                 raise RuntimeError(f"{name} did not start (exit code {process.returncode}); its last output:\n"
                                    + "\n".join(lines))
+
+    def ready_words(self, name: str) -> str:
+        """What `name` printed after READY on its ready line ("" if nothing), e.g. the port it bound."""
+        return self._said.get(name, "")
 
     def kill(self, name: str) -> None:
         """SIGKILL `name` at once, as a crashed machine would vanish; it stays listed until `stop`."""
