@@ -31,12 +31,12 @@ def test_interrupted_export_resumes_and_skips_what_is_complete(tmp_path, monkeyp
     real_write = P.atomic_write_bytes
     calls = {"n": 0}
 
-    def dies_after_eight(path, data):
+    def dies_after_eight(path, data, **options):
         if calls["n"] == 8:
             (path.parent / f"{path.name}.deadbeef.partial").write_bytes(data[:50])  # as if killed mid-write
             raise KeyboardInterrupt
         calls["n"] += 1
-        real_write(path, data)
+        real_write(path, data, **options)
 
     monkeypatch.setattr(P, "atomic_write_bytes", dies_after_eight)
     with pytest.raises(KeyboardInterrupt):

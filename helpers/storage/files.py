@@ -113,11 +113,58 @@ def stale_temporaries(directory: str | Path, final_name: str) -> list[Path]:
     return sorted(p for p in directory.iterdir() if pattern.fullmatch(p.name)) if directory.is_dir() else []
 
 
+def _flush_to_disk(fd: int) -> None:
+    """Ask the disk to keep what `fd` wrote (macOS's `fsync` stops at the drive's cache: F_FULLFSYNC does not)."""
+    if fcntl is not None and hasattr(fcntl, "F_FULLFSYNC"):
+        try:
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+            return
+        except OSError:
+            pass
+    os.fsync(fd)
+
+
+def sync_file(path: str | Path) -> None:
+    """Flush a file's bytes to the disk (the file, never a symlink's target)."""
+    fd = os.open(path, (os.O_RDWR if os.name == "nt" else os.O_RDONLY) | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        _flush_to_disk(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folder(folder: str | Path) -> None:
+    """Flush a folder's entries (names made, renamed or removed) to the disk. Windows opens no folder, and NTFS
+    journals its names itself; a file system that cannot sync a folder (EINVAL) is left as it is."""
+    if os.name == "nt":
+        return
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        _flush_to_disk(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def sync_all() -> None:
+    """Flush every file written so far to the disk, at once: what a writer of many small files (`durable=False`)
+    does before it writes the record that says they are complete. Nothing on Windows, which lacks it."""
+    if hasattr(os, "sync"):
+        os.sync()
+
+
 @contextlib.contextmanager
-def write_then_rename(path: str | Path) -> Iterator[Path]:
+def write_then_rename(path: str | Path, *, durable: bool = True) -> Iterator[Path]:
     """Give a new, empty temporary file `NAME.<random>.partial` beside `path`; rename it to `path` when the block
     ends. If the block raises, the temporary file is removed and `path` is untouched. A symlink at either name
-    is never written through (`O_EXCL` refuses one; `os.replace` replaces one).
+    is never written through (`O_EXCL` refuses one; `os.replace` replaces one). The file is flushed to the disk
+    before the rename and its folder after it, so that the final name means the whole file after a power cut
+    too, not only after a killed process (without the first flush, a file system may commit the rename before
+    the bytes and leave an empty or short file under the final name). Each flush waits for the disk (about 3 to
+    10 ms): a writer of thousands of small files passes `durable=False`, checks each file's completeness when
+    it resumes, and calls `sync_all()` once before its final record.
 
     >>> import tempfile
     >>> target = Path(tempfile.mkdtemp()) / "hello.txt"
@@ -131,21 +178,25 @@ def write_then_rename(path: str | Path) -> Iterator[Path]:
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode 0o666 minus the umask
     try:
         yield tmp
+        if durable:
+            sync_file(tmp)           # the bytes reach the disk before the name does
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if durable:
+        sync_folder(path.parent)     # and the rename itself
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> None:
     """Write `data` with `write_then_rename`: a reader sees the old file or the whole new one."""
-    with write_then_rename(path) as tmp:
+    with write_then_rename(path, durable=durable) as tmp:
         tmp.write_bytes(data)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | Path, text: str, *, durable: bool = True) -> None:
     """`atomic_write_bytes` for UTF-8 text."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 class LockHeldError(RuntimeError):

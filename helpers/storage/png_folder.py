@@ -19,7 +19,8 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from helpers.storage.files import atomic_write_bytes, atomic_write_text, check_name, file_problem, fingerprint_arrays
+from helpers.storage.files import (atomic_write_bytes, atomic_write_text, check_name, file_problem, fingerprint_arrays,
+                                   sync_all)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the last 12 bytes of every complete PNG file
@@ -130,8 +131,9 @@ def export_png_folder(images: np.ndarray, labels: np.ndarray, folder: str | Path
             continue
         buffer = io.BytesIO()
         Image.fromarray(np.asarray(images[index])).save(buffer, format="PNG")
-        atomic_write_bytes(path, buffer.getvalue())
+        atomic_write_bytes(path, buffer.getvalue(), durable=False)   # thousands of files: one flush, below
         written += 1
+    sync_all()   # every PNG on the disk before the label file says the export is complete (a resume checks each)
     atomic_write_text(label_file(folder, prefix), "".join(f"{v}\n" for v in labels.tolist()))
     if progress:
         print(f"{folder}: {written:,} PNG files written, {skipped:,} already there")
