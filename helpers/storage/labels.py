@@ -3,9 +3,11 @@ bool), from 0, below the class count when it is known, and never beyond int64, t
 A plain `astype` would turn 7.9 into 7, -1 into 255 and a uint64 2**64-1 into -1, so nothing is cast until checked.
 
 `class_labels` checks an array at once (writers that hold every label: check them all before the first byte is
-written); `class_label` checks one label, for writers that stream their records.
+written); `label_checker` and `class_label` check one label, for writers that stream their records.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -26,23 +28,42 @@ def _limit(num_classes: int | None) -> int:
     return int(num_classes)
 
 
-def class_label(label, where: str, num_classes: int | None = None) -> int:
-    """One label as an int after the same checks as `class_labels`; `ValueError` naming `where` if it fails them.
+def label_checker(where: str, num_classes: int | None = None) -> Callable[..., int]:
+    """`check(label, record=None)`: one label as an int after the same checks as `class_labels`, or a `ValueError`
+    naming `where` (and the record's index, when given). Built once, for writers that check record by record.
 
-    >>> class_label(np.uint8(7), "record 3")
+    >>> check = label_checker("split 'train'")
+    >>> check(np.uint8(7), 0)
     7
+    >>> check(-1, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: split 'train', record 3: label -1 is outside 0 to 2**63 - 1 (int64).
+    """
+    limit = _limit(num_classes)
+
+    def check(label, record: int | None = None) -> int:
+        if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
+            at = where if record is None else f"{where}, record {record}"
+            raise ValueError(f"{at}: label {label!r} is a {type(label).__name__}; labels must be whole numbers "
+                             f"(an integer type).")
+        value = int(label)
+        if not 0 <= value < limit:
+            raise ValueError(_outside(where if record is None else f"{where}, record {record}", value, num_classes))
+        return value
+
+    return check
+
+
+def class_label(label, where: str, num_classes: int | None = None) -> int:
+    """One label, checked as `label_checker` checks it.
+
     >>> class_label(-1, "record 3")
     Traceback (most recent call last):
     ...
     ValueError: record 3: label -1 is outside 0 to 2**63 - 1 (int64).
     """
-    if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
-        raise ValueError(f"{where}: label {label!r} is a {type(label).__name__}; labels must be whole numbers "
-                         f"(an integer type).")
-    value = int(label)
-    if not 0 <= value < _limit(num_classes):
-        raise ValueError(_outside(where, value, num_classes))
-    return value
+    return label_checker(where, num_classes)(label)
 
 
 def class_labels(labels, where: str, num_classes: int | None = None) -> np.ndarray:

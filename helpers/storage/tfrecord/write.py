@@ -19,7 +19,7 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from helpers.storage.files import FileLock, LockHeldError, sha256_of, stale_temporaries, write_then_rename
-from helpers.storage.labels import class_label
+from helpers.storage.labels import label_checker
 from helpers.storage.tfrecord.format import FeatureSpec, ShardError, make_encoder, record_checker
 from helpers.storage.tfrecord.manifest import (COMPRESSIONS, KNOWN_ENCODINGS, SERIALIZED, ShardInfo, SplitManifest,
                                                check_split_name, load_manifest, manifest_path, shard_index, shard_name,
@@ -292,11 +292,12 @@ def _encoded(records: Iterator, encoding: str, spec: FeatureSpec, where: str,
             yield record
         return
     encode, check = make_encoder(encoding), record_checker(spec, encoding)
+    check_label = label_checker(where, num_classes)
     for index, (image, label) in enumerate(records):
         if encoding != "png":
             image = np.asarray(image)
         try:
-            class_label(label, f"{where}, record {index}", num_classes)
+            check_label(label, index)
         except ValueError as e:
             raise ShardError(str(e)) from None
         check(index, image, label)
