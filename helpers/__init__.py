@@ -2,7 +2,7 @@
 
 Where each part lives (folder/module · its one job · the notebooks that import it; a test keeps this map true):
 
-    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      04 05 06 07
+    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      05 06 07
       pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline, cold reads (03)
       tfdata_mnist.py           the article's MLP (notebook 04)
       pipeline_profiling.py     block records, the method (`diagnose`), timelines (notebook 05)
@@ -14,9 +14,9 @@ Where each part lives (folder/module · its one job · the notebooks that import
     setup/processes.py          child processes that stop with their parent; ports                   07
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06
     data/standins.py            generated stand-ins for quick mode without the real files            -
-    data/labels.py              one check for class labels, used by every writer                     -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
-    storage/files.py            atomic writes, locks, safe names, checksums                          03
+    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      03 07
+    storage/labels.py           the one check of class labels: every writer, every label file read   07
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
     storage/png_folder.py       folders of PNG files with a label file                               03

@@ -2,6 +2,7 @@
 import math
 import random
 import time
+from collections import Counter
 
 import keras
 import numpy as np
@@ -65,8 +66,22 @@ def test_alternate_runs_a_b_then_b_a_and_drops_the_warm_up():
     calls = []
     rounds = alternate({"A": lambda: calls.append("A") or 1.0, "B": lambda: calls.append("B") or 1.0},
                        rounds=3, warmup=1)
-    assert calls == ["A", "B", "B", "A", "A", "B", "B", "A"]   # warm-up A B, then B A, A B, B A
+    assert calls == ["A", "B", "A", "B", "B", "A", "A", "B"]   # warm-up A B, then A B, B A, A B
     assert rounds.samples("A").n == 3
+
+
+@pytest.mark.parametrize("sides", [3, 4, 6])
+def test_alternate_puts_every_side_in_every_position_equally_often(sides):
+    names = [f"side {i}" for i in range(sides)]
+    calls = []
+    rounds = 2 * sides   # a whole number of Latin squares, for odd and even counts of sides
+    alternate({name: (lambda name=name: calls.append(name) or 1.0) for name in names}, rounds=rounds, warmup=0)
+    orders = [calls[i:i + sides] for i in range(0, len(calls), sides)]
+    assert all(sorted(order) == names for order in orders)   # each side once per round
+    for position in range(sides):   # the middle sides too: each first, last and in between as often as the others
+        assert Counter(order[position] for order in orders) == Counter({name: rounds // sides for name in names})
+    follows = Counter((a, b) for order in orders for a, b in zip(order, order[1:]))
+    assert len(set(follows.values())) == 1 and len(follows) == sides * (sides - 1)   # each after each equally often
 
 
 def test_alternation_cancels_a_drift_that_a_fixed_order_would_report_as_a_difference():
@@ -128,20 +143,41 @@ def test_pipeline_epoch_counts_samples_and_the_rate_of_a_known_cost():
     assert 8 / 0.01 * 0.6 < epoch.rate <= 8 / 0.01 * 1.01  # 800 samples/s at most
 
 
-def test_rates_survive_steps_per_execution():
+def test_rates_survive_steps_per_execution_that_does_not_divide_the_steps():
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
-    model.compile("sgd", "mse", steps_per_execution=8)
-    model.fit(sleepy(64, 8, 0.005), epochs=1, verbose=0)   # warm-up: tracing
+    model.compile("sgd", "mse", steps_per_execution=4)
+    model.fit(sleepy(10, 8, 0.005), epochs=1, verbose=0)   # warm-up: tracing
     clock = EpochClock()
-    model.fit(sleepy(64, 8, 0.005), epochs=1, verbose=0, callbacks=[clock])
-    assert len(clock.marks) == 8                          # one call per chunk of 8 steps ...
-    assert [steps for _, steps in clock.marks] == list(range(8, 65, 8))   # ... counted by the step index
-    epoch = clock.epoch(batch_size=8, total_samples=64 * 8)
-    assert epoch.samples == 64 * 8                        # counting calls would give 8 × 8
+    model.fit(sleepy(10, 8, 0.005), epochs=1, verbose=0, callbacks=[clock])
+    assert len(clock.times) == 3                          # calls of 4, 4 and 2 steps (Keras says steps 4, 8, 12)
+    epoch = clock.epoch()
+    assert epoch.samples == 10 * 8                        # (last step index + 1) × batch would give 96
     assert 8 / 0.005 * 0.5 < epoch.rate <= 8 / 0.005 * 1.01   # 1,600 samples/s at most
-    again = fit_epoch(model, x=sleepy(64, 8, 0.005), batch_size=8, samples=64 * 8)
-    assert 8 / 0.005 * 0.5 < again.rate <= 8 / 0.005 * 1.01
+    again = fit_epoch(model, x=sleepy(10, 8, 0.005), batch_size=8)
+    assert again.samples == 80 and 8 / 0.005 * 0.5 < again.rate <= 8 / 0.005 * 1.01
+    with pytest.raises(ValueError, match="trained on 80 samples, not the 96 expected"):
+        fit_epoch(model, x=sleepy(10, 8, 0.005), batch_size=8, samples=96)
+
+
+def test_fit_epoch_counts_a_short_last_batch_of_a_dataset_without_being_told():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    model.compile("sgd", "mse", steps_per_execution=3)
+    data = np.zeros((70, 4), np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((data, data)).batch(8)   # 8 batches of 8, then one of 6
+    fit_epoch(model, x=dataset, batch_size=8)
+    assert fit_epoch(model, x=dataset, batch_size=8).samples == 70
+    assert fit_epoch(model, x=dataset, validation_data=dataset, batch_size=8).samples == 70   # not the validation's
+
+
+@pytest.mark.parametrize("structure", ["bare tensor", "tuple", "dict", "dict in a tuple"])
+def test_pipeline_epoch_counts_the_samples_whatever_a_batch_looks_like(structure):
+    images = np.zeros((100, 28, 28), np.float32)
+    make = {"bare tensor": lambda: images, "tuple": lambda: (images, np.zeros(100)),
+            "dict": lambda: {"pixels": images, "label": np.zeros(100)},
+            "dict in a tuple": lambda: ({"b": images, "a": np.zeros(100)}, np.zeros(100))}[structure]
+    dataset = tf.data.Dataset.from_tensor_slices(make()).batch(32)   # 32, 32, 32, 4
+    assert pipeline_epoch(dataset).samples == 100
 
 
 def test_fit_epoch_counts_a_smaller_last_batch_exactly():
@@ -175,7 +211,7 @@ def test_a_slow_pydataset_is_slow_alone_and_in_fit_and_its_headroom_is_below_one
     x = np.zeros((48, 4), np.float32)
     measured = alternate({
         "memory": lambda: fit_epoch(model, x=x, y=x, batch_size=8),
-        "slow, training": lambda: fit_epoch(model, x=SleepyBatches(0.05), batch_size=8, samples=48),
+        "slow, training": lambda: fit_epoch(model, x=SleepyBatches(0.05), batch_size=8),
         "slow alone": lambda: pipeline_epoch(SleepyBatches(0.05)),
         "instant alone": lambda: pipeline_epoch(SleepyBatches(0.0)),
     }, rounds=3)

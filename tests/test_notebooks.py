@@ -1,5 +1,6 @@
 """Rules every committed notebook follows (nbval executes them separately)."""
 import json
+import re
 
 import pytest
 
@@ -39,7 +40,28 @@ def test_notebook_follows_the_house_skeleton(path):
     assert markdown.lstrip().startswith(f"# {number} · ")
     for heading in ("## Overview", "## Setup", "## Check your work", "## Exercises", "## Summary", "## Next"):
         assert heading in markdown, f"{path.name} lacks {heading}"
-    assert any(c["cell_type"] == "code" and "assert " in "".join(c["source"]) for c in cells)
+    assert check_cells(cells), f"{path.name}: its asserts belong in code cells under ## Check your work"
+
+
+def check_cells(cells: list[dict]) -> list[str]:
+    """The code cells of the `## Check your work` section (up to the next `## ` heading) that hold an assert."""
+    found, inside = [], False
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and source.lstrip().startswith("## "):
+            inside = source.lstrip().startswith("## Check your work")
+        elif inside and cell["cell_type"] == "code" and re.search(r"^\s*assert\b", source, re.MULTILINE):
+            found.append(source)
+    return found
+
+
+def test_asserts_outside_the_check_section_do_not_count():
+    cells = [_cell("markdown", "## 2. Work\n"), _cell("code", "assert x == 1\n"), _cell("markdown", "## Check your work\n"),
+             _cell("code", "# assert nothing here\nprint('done')\n"), _cell("markdown", "## Exercises\n"),
+             _cell("code", "assert y\n")]
+    assert check_cells(cells) == []
+    cells[3] = _cell("code", "if quick:\n    assert x > 1, x\n")
+    assert check_cells(cells) == ["if quick:\n    assert x > 1, x\n"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -46,4 +46,4 @@ def test_every_planted_bad_file_is_named_by_the_scan_and_the_usable_ones_convert
         if usable:
             path = tmp_path / "bad" / name
             assert resized_pixels(path, 32).shape == (32, 32, 3) and jpeg_bytes(path)[:3] == b"\xff\xd8\xff"
-    assert len(list((tmp_path / "bad").glob("*/*/*"))) == 16 + 5   # the copy, and the five planted
+    assert len(list((tmp_path / "bad").glob("*/*/*"))) == 16 + 6   # the copy, and the six planted

@@ -19,7 +19,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from helpers.data import standins
-from helpers.data.labels import class_labels
+from helpers.storage.labels import class_labels
 from helpers.setup.config import QUICK_ENV, data_dir, quick_mode
 from helpers.storage.files import file_problem, sha256_of, write_then_rename
 

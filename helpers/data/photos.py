@@ -4,7 +4,8 @@ Each class is one of the colour photographs scikit-image ships inside its wheel 
 random crop of it, scaled to 200-800 px a side, maybe mirrored, saved at a random JPEG quality, so decoding
 costs what real photos cost. The layout is Imagenette's (`train/` and `val/`, one folder per class), so
 `keras.utils.image_dataset_from_directory` or your own folder can take its place. A copy with the bad files
-real folders hold (a truncated JPEG, a PNG named .jpg, CMYK and greyscale JPEGs, an empty file) is a second call.
+real folders hold (truncated JPEGs, one with its end marker put back, a PNG named .jpg, CMYK and greyscale JPEGs,
+an empty file) is a second call.
 
     folder = make_photo_folder(data_dir() / "photos", files=400)
     bad = plant_bad_files(folder, data_dir() / "photos-bad")
@@ -106,7 +107,7 @@ def make_photo_folder(folder: str | Path, files: int, *, seed: int = 0, progress
 
 
 def plant_bad_files(folder: str | Path, copy: str | Path) -> dict[str, str]:
-    """A copy of `folder` (hard links where the file system allows) with five bad files added to its training
+    """A copy of `folder` (hard links where the file system allows) with six bad files added to its training
     split; returns {path relative to `copy`: what is wrong with it}. Run again, it remakes the copy."""
     folder, copy = Path(folder), Path(copy)
     shutil.rmtree(copy, ignore_errors=True)
@@ -122,6 +123,8 @@ def plant_bad_files(folder: str | Path, copy: str | Path) -> dict[str, str]:
             encoded[mode] = out.getvalue()
     classes = sorted(p.name for p in (copy / "train").iterdir())
     bad = {"truncated.jpg": (good[: len(good) // 2], "a truncated JPEG: the file ends half-way"),
+           "truncated_marked.jpg": (good[: len(good) // 2] + b"\xff\xd9",   # decoders fill the rest with grey
+                                    "a truncated JPEG with its end marker put back: it decodes without an error"),
            "png_named.jpg": (encoded["PNG"], "a PNG file named .jpg"),
            "cmyk.jpg": (encoded["CMYK"], "a CMYK JPEG (4 colour channels)"),
            "greyscale.jpg": (encoded["L"], "a greyscale JPEG (1 channel)"),

@@ -40,18 +40,45 @@ from pathlib import Path
 
 from PIL import Image
 
+from helpers.storage.files import file_problem
+
+# Bytes slipped in before a JPEG's end marker (no 0xFF among them: that would start a marker)
+PROBE = b"Bytes a whole JPEG scan skips, and a scan cut short decodes as more of its picture."
+
+
+def decoded_jpeg(data):
+    """A JPEG's pixels at 1/8 scale (the decoder's own scaling: every byte read, a fraction of the work), or at
+    full scale for a progressive JPEG, whose later passes change only what a full decode shows."""
+    with Image.open(io.BytesIO(data)) as image:
+        scale = 1 if image.info.get("progressive") else 8
+        image.draft(image.mode, (max(1, image.width // scale), max(1, image.height // scale)))   # ≥ 1 pixel a side
+        return np.asarray(image)
+
+
+def scan_is_whole(data):
+    """Whether a JPEG's picture data runs to its end marker: the pixels stay the same with PROBE slipped in
+    before the marker that follows the last scan's header (a cut file decodes PROBE as more picture)."""
+    last_scan = data.rfind(b"\xff\xda")
+    end = data.find(b"\xff\xd9", last_scan) if last_scan >= 0 else -1
+    return end >= 0 and np.array_equal(decoded_jpeg(data), decoded_jpeg(data[:end] + PROBE + data[end:]))
+
 
 def inspect_photo(path):
     """(what stands out in one image file or None for a plain RGB JPEG, whether it can be used), judged from
-    its bytes: the format they really are, the header's colour mode, and a quick decode at 1/8 scale."""
+    what is there: a regular file (anything else is named, never opened), the format its bytes really are, the
+    header's colour mode, and a decode that proves the whole file is there."""
+    if (problem := file_problem(path)) is not None:   # a folder, a FIFO, a device: opening it could hang
+        return problem, False
     data = Path(path).read_bytes()
     if not data:
         return "an empty file", False
     try:
         with Image.open(io.BytesIO(data)) as image:
             kind, mode = image.format, image.mode
-            image.draft("RGB", (image.width // 8, image.height // 8))   # JPEG: decode at 1/8 scale
-            image.load()                                                 # every byte read: a cut file fails
+            if kind != "JPEG":
+                image.load()                         # every byte decoded: a cut file fails
+        if kind == "JPEG" and not scan_is_whole(data):   # decodes the file, twice
+            return "a JPEG cut short: its picture data stops before its end marker", False
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         return f"unreadable: {error}", False
     if kind != "JPEG":
@@ -89,25 +116,33 @@ def jpeg_example(data, label):
 # ---------------- from 07_capstone_photos.ipynb, Several processes, one split (cell 31)
 import time
 
+from helpers.storage.labels import class_labels
 from helpers.storage.tfrecord import FeatureSpec, write_shards
 from helpers.storage.tfrecord.write import shard_range
 
 
-def convert_shards(files, labels, out, split, num_shards, shards, size, fingerprint=None):
+def convert_shards(files, labels, out, split, num_shards, shards, size, fingerprint=None, num_classes=None):
     """Write shards `shards` of `split` (`files`, all of the split's, in order, and their `labels`) twice: resized
     once to size×size into `out/resized`, and as the original bytes into `out/original`. Returns, per kind, the
-    (records, seconds) of each shard this process wrote."""
+    (records, seconds) of each shard this process wrote. Every label is checked before the first byte is
+    written, so the two kinds always hold the same records."""
+    if not files:
+        raise ValueError(f"no files to convert into split {split!r} of {out}: is the folder they come from empty?")
+    labels = class_labels(labels, f"the labels of split {split!r} for {out}", num_classes)
+    if len(labels) != len(files):
+        raise ValueError(f"{len(files)} files but {len(labels)} labels for split {split!r} of {out}.")
+    spec = FeatureSpec((size, size, 3), "uint8")   # given, not read from a record: a shard can be empty
     kinds = {"resized": (lambda path, label: (resized_pixels(path, size), label), dict(encoding="raw")),
-             "original": (lambda path, label: jpeg_example(jpeg_bytes(path), label),
-                          dict(encoding="serialized", spec=FeatureSpec((size, size, 3), "uint8")))}
+             "original": (lambda path, label: jpeg_example(jpeg_bytes(path), label), dict(encoding="serialized"))}
     timings = {kind: [] for kind in kinds}
     for n, index in enumerate(sorted(shards)):
         positions = shard_range(len(files), num_shards, index)
         for kind in list(kinds) if n % 2 == 0 else list(kinds)[::-1]:
             record, settings = kinds[kind]
             started = time.perf_counter()
-            write_shards((record(files[p], labels[p]) for p in positions), Path(out) / kind, split, num_shards,
-                         total=len(files), shards=[index], fingerprint=fingerprint, progress=False, **settings)
+            write_shards((record(files[p], int(labels[p])) for p in positions), Path(out) / kind, split, num_shards,
+                         total=len(files), shards=[index], spec=spec, fingerprint=fingerprint, progress=False,
+                         **settings)
             timings[kind].append((len(positions), time.perf_counter() - started))
     return timings
 

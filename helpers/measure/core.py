@@ -2,7 +2,8 @@
 
 - `Samples`: repeated measurements with their median and a distribution-free 95 % confidence interval of it;
   a goal "≥ x" is met when the interval's lower end meets it, "≤ x" when its upper end does.
-- `alternate`: every side of a comparison once per round, A B then B A, so ratios pair runs side by side.
+- `alternate`: every side of a comparison once per round, in a rotating order (A B, then B A), so ratios pair
+  runs side by side.
 - `Epoch`, `fit_epoch`, `pipeline_epoch`: one steady-state rate, for training and for a pipeline alone.
 
 Needs Keras and NumPy only (not TensorFlow), so the GPU reference script runs on any Keras backend.
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import keras
+import numpy as np
 
 CONFIDENCE = 0.95
 
@@ -155,27 +157,46 @@ class Rounds:
         return Samples([e.start_up for e in self.epochs[name]])
 
 
+def round_orders(n: int) -> list[list[int]]:
+    """The orders `alternate` runs `n` sides in, one per round, in turn: a Williams design, a Latin square in which
+    every side takes every position equally often and follows every other side equally often (for an odd `n` the
+    square and its mirror image, 2n rounds). For two sides: A B, then B A.
+
+    >>> round_orders(2), round_orders(4)[:2]
+    ([[0, 1], [1, 0]], [[0, 1, 3, 2], [1, 2, 0, 3]])
+    """
+    first = [0]
+    for k in range(1, n):   # 0, 1, n-1, 2, n-2, ...
+        first.append((k + 1) // 2 if k % 2 else n - k // 2)
+    square = [[(side + r) % n for side in first] for r in range(n)]
+    return square if n % 2 == 0 else square + [row[::-1] for row in square]
+
+
 def alternate(sides: dict[str, Callable[[], "float | Epoch"]], rounds: int, warmup: int = 1) -> Rounds:
-    """Run every side once per round, in the given order in even rounds and reversed in odd ones (A B, B A).
+    """Run every side once per round, in an order that rotates from round to round (`round_orders`: A B, B A
+    for two sides; for more, every side takes every position equally often over as many rounds as sides).
 
     What a run leaves behind (a warm cache, a clock boost) falls on each side equally often, and a slow spell
     of the machine cancels in a round's ratio. A side returns a number or an `Epoch` (its `rate` is kept).
-    `warmup` rounds run first and are not kept.
+    `warmup` rounds run first, in the first round's order, and are not kept.
 
     >>> order = []
     >>> r = alternate({"A": lambda: order.append("A") or 2.0, "B": lambda: order.append("B") or 1.0}, rounds=2)
     >>> order, r.ratio("A", "B").values
-    (['A', 'B', 'B', 'A', 'A', 'B'], (2.0, 2.0))
+    (['A', 'B', 'A', 'B', 'B', 'A'], (2.0, 2.0))
     """
     if rounds < 1:
         raise ValueError(f"alternate needs at least one round, not {rounds}")
     names = list(sides)
+    orders = round_orders(len(names))
     result = Rounds(names, {name: [] for name in names})
-    for index in range(warmup + rounds):
-        outcome = {name: sides[name]() for name in (names if index % 2 == 0 else names[::-1])}
-        if index < warmup:
+    for index in range(-warmup, rounds):
+        order = orders[max(index, 0) % len(orders)]   # kept rounds start at the first order: balanced from there
+        outcome = {names[i]: sides[names[i]]() for i in order}
+        if index < 0:
             continue
-        for name, value in outcome.items():
+        for name in names:
+            value = outcome[name]
             if isinstance(value, Epoch):
                 result.epochs.setdefault(name, []).append(value)
                 value = value.rate
@@ -228,40 +249,69 @@ def steady_epoch(start: float, marks: Sequence[tuple[float, int]]) -> Epoch:
     return Epoch(done, last_time - start, first_time - start)
 
 
+def samples_trained(model: keras.Model) -> int:
+    """The samples `model` trained on since its metrics were reset (at each epoch's start): Keras's loss tracker
+    adds the first dimension of every training batch's inputs to its `count`, step by step, so a short last batch,
+    and steps run several at a time (`steps_per_execution`), count as what they were. (A float32 count: exact to
+    2**24 samples an epoch.)"""
+    tracker = next((m for m in model.metrics if m.name == "loss" and hasattr(m, "count")), None)
+    if tracker is None:
+        raise ValueError(f"model {model.name!r} has no loss tracker to count the samples it trained on: compile it "
+                         f"with a loss.")
+    return round(float(keras.ops.convert_to_numpy(tracker.count)))
+
+
 class EpochClock(keras.callbacks.Callback):
-    """Marks the end of every step `fit` reports, counting steps from the batch index Keras passes (under
-    `steps_per_execution=N` Keras calls `on_train_batch_end` once per N steps)."""
+    """Marks the end of every call `fit` reports (one per `steps_per_execution` steps), and counts the samples the
+    epoch trained on from the model itself (`samples_trained`), never from step indices times a batch size."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.start, self.marks = 0.0, []   # marks: (time, steps done)
+        self.start, self.times, self.samples = 0.0, [], None
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.start, self.marks = time.perf_counter(), []
+        self.start, self.times, self.samples = time.perf_counter(), [], None
 
     def on_train_batch_end(self, batch, logs=None):
-        self.marks.append((time.perf_counter(), batch + 1))
+        self.times.append(time.perf_counter())
 
-    def epoch(self, batch_size: int, total_samples: int | None = None) -> Epoch:
-        """The last epoch's steady state; `total_samples` counts a last, smaller batch exactly."""
-        cap = math.inf if total_samples is None else total_samples
-        return steady_epoch(self.start, [(t, min(steps * batch_size, cap)) for t, steps in self.marks])
+    def _count(self) -> None:
+        if self.samples is None and self.times:
+            self.samples = samples_trained(self.model)
+
+    def on_test_begin(self, logs=None):   # validation inside fit: counted before evaluate resets the metrics
+        self._count()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._count()
+
+    def epoch(self, batch_size: int | None = None, total_samples: int | None = None) -> Epoch:
+        """The last epoch's steady state. `total_samples`, when given, is checked against the count (`batch_size`
+        is not needed: it is accepted for callers written when the count came from it)."""
+        if not self.times:
+            raise ValueError("the epoch had no steps: the dataset is empty")
+        self._count()
+        if self.samples == 0:
+            raise ValueError("the model's loss tracker counted no samples: a custom train_step must update it "
+                             "(as Keras's own does) for the epoch to be measured.")
+        if total_samples is not None and total_samples != self.samples:
+            raise ValueError(f"the epoch trained on {self.samples:,} samples, not the {total_samples:,} expected.")
+        return Epoch(self.samples, self.times[-1] - self.start, self.times[0] - self.start)
 
 
 def fit_epoch(model: keras.Model, *, batch_size: int, samples: int | None = None, **fit_args) -> Epoch:
-    """Train `model` for one epoch (`model.fit(**fit_args, epochs=1)`) and return its steady state.
+    """Train `model` for one epoch (`model.fit(**fit_args, epochs=1)`) and return its steady state, its samples
+    counted as the model trained on them (`samples_trained`): exact whatever the last batch or steps_per_execution.
 
-    `batch_size`: samples per step (passed to `fit` for arrays); `samples`: the epoch's size, for a smaller
-    last batch. Run a warm-up epoch first (as `alternate` does).
+    `batch_size`: samples per step (passed to `fit` for arrays); `samples`, when given, is checked against the
+    count (a `ValueError` if the epoch trained on another number). Run a warm-up epoch first (as `alternate` does).
     """
     clock, callbacks, x = EpochClock(), fit_args.pop("callbacks", []), fit_args.get("x")
     is_array = hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "element_spec")
     if "y" in fit_args or is_array:
         fit_args.setdefault("batch_size", batch_size)
     model.fit(**fit_args, epochs=1, verbose=0, callbacks=[clock, *callbacks])
-    if samples is None and is_array:
-        samples = len(x)
-    return clock.epoch(batch_size, samples)
+    return clock.epoch(total_samples=samples)
 
 
 def batches_of(source) -> Iterable:
@@ -271,11 +321,24 @@ def batches_of(source) -> Iterable:
     return source
 
 
+def batch_size_of(batch) -> int:
+    """How many samples a batch holds: the first dimension of its first leaf, whatever its structure (a bare
+    tensor, a tuple `(inputs, targets)`, a dict of features).
+
+    >>> batch_size_of(({"pixels": np.zeros((5, 3)), "ids": np.zeros(5)}, np.zeros(5)))
+    5
+    """
+    leaves = keras.tree.flatten(batch)
+    if not leaves or not getattr(leaves[0], "shape", None):
+        raise ValueError(f"a batch should hold arrays or tensors with a batch dimension, got {type(batch).__name__}")
+    return int(leaves[0].shape[0])
+
+
 def pipeline_epoch(source) -> Epoch:
     """One epoch of `source` with no model, every batch produced as `fit` gets it, counted as `fit_epoch`
-    counts training; the epoch starts when its iterator is created."""
+    counts training (the first dimension of each batch's inputs); the epoch starts when its iterator is created."""
     start, done, marks = time.perf_counter(), 0, []
-    for inputs, *_ in batches_of(source):
-        done += len(inputs)
+    for batch in batches_of(source):
+        done += batch_size_of(batch)
         marks.append((time.perf_counter(), done))
     return steady_epoch(start, marks)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.storage.files import check_name, file_problem, write_then_rename
-from helpers.data.labels import class_labels
+from helpers.storage.labels import class_labels
 from helpers.setup.processes import child_environment, exit_with_parent
 
 

@@ -20,7 +20,7 @@ from typing import Iterator
 import numpy as np
 import tensorflow as tf
 
-from helpers.data.labels import class_labels
+from helpers.storage.labels import class_labels
 from helpers.storage.files import (FileLock, atomic_write_text, check_name, file_problem, sha256_of, stale_temporaries,
                                    write_then_rename)
 from helpers.storage.tfrecord.format import FeatureSpec, ShardError

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from helpers.storage.files import (atomic_write_bytes, atomic_write_text, check_name, file_problem, fingerprint_arrays,
                                    sync_all)
+from helpers.storage.labels import class_label, class_labels
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the last 12 bytes of every complete PNG file
@@ -80,12 +81,14 @@ def _is_complete_png(path: Path) -> bool:
 
 
 def export_png_folder(images: np.ndarray, labels: np.ndarray, folder: str | Path, prefix: str, *,
-                      fingerprint: str | None = None, overwrite: bool = False, progress: bool = True) -> Path:
+                      num_classes: int | None = None, fingerprint: str | None = None, overwrite: bool = False,
+                      progress: bool = True) -> Path:
     """Write `images[i]` to `folder/{prefix}_{i:05d}.png`, each atomically, then the integer labels to
     `{prefix}_label.txt` (its presence means the export finished). Complete files are skipped, so an
     interrupted export resumes. `{prefix}_export.json` records a fingerprint of the data (`fingerprint_arrays`
     unless given): exporting other data over an export, or over PNG files it did not write, is refused, or with
-    `overwrite=True` replaces them.
+    `overwrite=True` replaces them. Every label is checked (`helpers.storage.labels`: a whole number from 0, below
+    `num_classes` when given) before the first file is written.
 
     >>> import tempfile
     >>> folder = export_png_folder(np.zeros((3, 32, 32, 3), np.uint8), [1, 2, 3], tempfile.mkdtemp(), "tr", progress=False)
@@ -94,12 +97,12 @@ def export_png_folder(images: np.ndarray, labels: np.ndarray, folder: str | Path
     """
     folder = Path(folder)
     info_path = folder / f"{_prefix(prefix)}_export.json"
-    labels = np.asarray(labels).reshape(-1)
-    if labels.dtype.kind not in "iu":
-        raise PngFolderError(f"labels for {folder}: labels must be integers, got {labels.dtype} values.")
+    try:
+        labels = class_labels(labels, f"labels for {folder}", num_classes)
+    except ValueError as e:
+        raise PngFolderError(str(e)) from None
     if len(images) != len(labels):
         raise PngFolderError(f"{len(images)} images but {len(labels)} labels for {folder}.")
-    labels = labels.astype(np.int64)
     fingerprint = fingerprint_arrays(np.asarray(images), labels) if fingerprint is None else fingerprint
     folder.mkdir(parents=True, exist_ok=True)
     previous = None if not _export_files(folder, prefix) else "unknown (no export record)"
@@ -155,7 +158,8 @@ def _parse_label(text: str) -> int:
 
 
 def read_labels(folder: str | Path, prefix: str) -> np.ndarray:
-    """The label file as an int64 array; `PngFolderError` naming the file and line when it is missing or malformed."""
+    """The label file as an int64 array; `PngFolderError` naming the file and line when it is missing or malformed,
+    or holds a label the writers refuse (below 0: `helpers.storage.labels`)."""
     path = label_file(Path(folder), prefix)
     if (problem := file_problem(path)) is not None:
         raise PngFolderError(f"{path} is {problem}: the folder needs one label per image, one per line.")
@@ -167,9 +171,13 @@ def read_labels(folder: str | Path, prefix: str) -> np.ndarray:
     for line_number, line in enumerate(lines, start=1):
         if line.strip():
             try:
-                labels.append(_parse_label(line.strip()))
+                value = _parse_label(line.strip())
             except ValueError:
                 raise PngFolderError(f"{path}, line {line_number}: {line!r} is not a label (a whole number).") from None
+            try:
+                labels.append(class_label(value, f"{path}, line {line_number}"))
+            except ValueError as e:
+                raise PngFolderError(str(e)) from None
     return np.asarray(labels, dtype=np.int64)
 
 

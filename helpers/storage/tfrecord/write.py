@@ -19,6 +19,7 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from helpers.storage.files import FileLock, LockHeldError, sha256_of, stale_temporaries, write_then_rename
+from helpers.storage.labels import label_checker
 from helpers.storage.tfrecord.format import FeatureSpec, ShardError, make_encoder, record_checker
 from helpers.storage.tfrecord.manifest import (COMPRESSIONS, KNOWN_ENCODINGS, SERIALIZED, ShardInfo, SplitManifest,
                                                check_split_name, load_manifest, manifest_path, shard_index, shard_name,
@@ -89,6 +90,7 @@ def write_shards(
     compression: str | None = None,
     spec: FeatureSpec | None = None,
     fingerprint: str | None = None,
+    num_classes: int | None = None,
     overwrite: bool = False,
     progress: bool = True,
 ) -> SplitManifest:
@@ -115,7 +117,10 @@ def write_shards(
 
     `total` (the whole split's count) is needed when `records` has no `len()` or with `shards=`. `spec` is
     taken from the first record unless given (for `encoding="png"` it must be given: the decoded images'
-    (height, width, channels) and dtype). Labels must be integers. With `encoding="serialized"` each record
+    (height, width, channels) and dtype); a writer whose shards hold no records takes it from the manifest,
+    never from an empty shard. Every label is checked as `helpers.storage.labels` says (a whole number from 0,
+    below `num_classes` when given) before its record is encoded; a bad one stops the write, and the shard it was
+    in never takes its final name. With `encoding="serialized"` each record
     is already serialized bytes (the caller's own layout), written as it is; `spec` says what the caller's
     parser makes of one, and only that parser reads the split (`read_split` refuses it).
 
@@ -142,10 +147,16 @@ def write_shards(
             ) from None
     if num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
+    if total < 1:
+        raise ShardError(f"split {split!r} of {directory} would hold no records (total={total}): there is nothing "
+                         f"to convert. Check the folder the records come from.")
     sizes = shard_sizes(total, num_shards)
-    mine = list(range(num_shards)) if shards is None else sorted(set(shards))
+    mine = list(range(num_shards)) if shards is None else list(shards)
     if not mine or not all(isinstance(i, (int, np.integer)) and 0 <= i < num_shards for i in mine):
         raise ValueError(f"shards must be indices from 0 to {num_shards - 1}, at least one; got {shards!r}")
+    if mine != sorted(set(mine)):   # the records come in the shards' order: any other order would mix them up
+        raise ValueError(f"shards must be listed in increasing order, each once, as their records come (index "
+                         f"order); got {shards!r}. Pass sorted(shards) with the records in that order.")
     expected = sum(sizes[i] for i in mine)
 
     iterator = iter(records)
@@ -159,11 +170,19 @@ def write_shards(
         if encoding in ("png", SERIALIZED):
             raise ValueError(f"encoding={encoding!r} needs spec=FeatureSpec((height, width, channels), 'uint8') of the "
                              f"decoded images")
-        spec = FeatureSpec.of(first[0]) if first is not None else FeatureSpec((0,), "uint8")
+        if first is not None:
+            spec = FeatureSpec.of(first[0])
+        else:   # only empty shards here: the split's spec is the one its other shards were written with
+            listed = load_manifest(directory).get(split) if directory.is_dir() else None
+            if listed is None or overwrite:
+                raise ShardError(f"shards {mine} of split {split!r} in {directory} hold no records, so they cannot "
+                                 f"say what the split's images are: pass spec=FeatureSpec(shape, dtype), or write "
+                                 f"them after a shard that holds records.")
+            spec = listed.spec
     if encoding != SERIALIZED:
         spec.check_encoding(encoding)
     manifest = SplitManifest(split, encoding, compression, spec.to_json(), num_shards, total, fingerprint)
-    stream = _encoded(iterator, encoding, spec)
+    stream = _encoded(iterator, encoding, spec, f"split {split!r} of {directory}", num_classes)
     directory.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=expected, unit="rec", unit_scale=True, desc=f"{split} → {directory.name}", disable=not progress)
 
@@ -262,8 +281,10 @@ def write_shards(
     return result
 
 
-def _encoded(records: Iterator, encoding: str, spec: FeatureSpec) -> Iterator[bytes]:
-    """Each record checked against `spec` and encoded; serialized records pass as they are."""
+def _encoded(records: Iterator, encoding: str, spec: FeatureSpec, where: str,
+             num_classes: int | None) -> Iterator[bytes]:
+    """Each record checked against `spec` (its label by the one label check) and encoded; serialized records pass
+    as they are (their labels are inside the caller's bytes: the caller checks them)."""
     if encoding == SERIALIZED:
         for index, record in enumerate(records):
             if not isinstance(record, bytes):
@@ -271,8 +292,13 @@ def _encoded(records: Iterator, encoding: str, spec: FeatureSpec) -> Iterator[by
             yield record
         return
     encode, check = make_encoder(encoding), record_checker(spec, encoding)
+    check_label = label_checker(where, num_classes)
     for index, (image, label) in enumerate(records):
         if encoding != "png":
             image = np.asarray(image)
+        try:
+            check_label(label, index)
+        except ValueError as e:
+            raise ShardError(str(e)) from None
         check(index, image, label)
         yield encode(image, label)

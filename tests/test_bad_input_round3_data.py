@@ -1,0 +1,178 @@
+"""Integrity, round three (issue 25), the data items: one label check for every writer and loader, the photo
+folder's scan of odd files, and shards that are empty or listed out of order. Each test failed before its fix.
+(The measurement items, 7-10, are in tests/test_measure.py.)"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from helpers.lessons.capstone_photos import convert_shards, inspect_photo
+from helpers.lessons.pipeline_profiling import write_blocks
+from helpers.scale.beam import save_source
+from helpers.storage.labels import class_label, class_labels
+from helpers.storage.png_folder import PngFolderError, export_png_folder, read_labels
+from helpers.storage.tfrecord import FeatureSpec, ShardError, load_manifest, read_manifest, write_shards
+from tests.test_bad_input import finishes_within
+
+# ------------------------------------------------------------------ items 3-6: one label check, every writer
+
+BAD_LABELS = {   # (labels of two images, num_classes, what the error says)
+    "-1": (np.array([0, -1]), None, "label -1"),
+    "3.5": (np.array([0, 3.5]), None, "whole numbers"),
+    "uint64 2**64-1": (np.array([0, 2**64 - 1], np.uint64), None, "label 18446744073709551615|whole numbers"),
+    "object dtype": (np.array([0, "3"], dtype=object), None, "whole numbers"),
+    "class 10 of 10": (np.array([0, 10]), 10, "label 10"),
+}
+
+
+def jpeg_file(path: Path, size=(40, 30), colour=(200, 30, 30), **save) -> Path:
+    Image.new("RGB", size, colour).save(path, "JPEG", **save)
+    return path
+
+
+def tfrecord_writer(encoding):
+    def write(images, labels, out, num_classes):
+        write_shards(zip(images, labels), out, "train", 1, total=len(images), encoding=encoding,
+                     num_classes=num_classes, progress=False)
+    return write
+
+
+def png_writer(images, labels, out, num_classes):
+    export_png_folder(images, labels, out, "tr", num_classes=num_classes, progress=False)
+
+
+def blocks_writer(images, labels, out, num_classes):
+    write_blocks(images, labels, out, "train", num_shards=1, block_size=2, num_classes=num_classes)
+
+
+def source_writer(images, labels, out, num_classes):
+    save_source(images, labels, out, num_classes=num_classes)
+
+
+def photo_writer(images, labels, out, num_classes):
+    """Notebook 07's conversion: two photos, one shard each, both kinds."""
+    photos = [jpeg_file(Path(out).parent / f"photo{i}.jpg") for i in range(len(images))]
+    convert_shards([str(p) for p in photos], labels.tolist(), str(out), "train", 2, [0, 1], 16, num_classes=num_classes)
+
+
+WRITERS = {"write_shards raw": tfrecord_writer("raw"), "write_shards float_list": tfrecord_writer("float_list"),
+           "write_shards tensor": tfrecord_writer("tensor"), "export_png_folder": png_writer,
+           "write_blocks": blocks_writer, "save_source": source_writer, "convert_shards": photo_writer}
+
+
+@pytest.mark.parametrize("bad", BAD_LABELS)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_every_writer_refuses_a_bad_label_before_it_writes_anything_under_a_final_name(tmp_path, writer, bad):
+    labels, num_classes, says = BAD_LABELS[bad]
+    out = tmp_path / "out"
+    images = np.zeros((2, 8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match=says):
+        WRITERS[writer](images, labels, out, num_classes)
+    written = [p for p in out.rglob("*") if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".json")
+               and not p.name.endswith(".partial")]
+    assert written == [], written          # no shard, image, label file or array took its final name ...
+    for manifest_folder in [out, out / "resized", out / "original"]:   # ... and no manifest lists a shard
+        assert not any(m.shards for m in load_manifest(manifest_folder).values()) if manifest_folder.is_dir() else True
+
+
+def test_the_label_check_names_an_object_array_and_never_casts_a_uint64_to_minus_one():
+    with pytest.raises(ValueError, match="got object values such as '3'"):   # was AttributeError
+        class_labels(np.array(["3", 4], dtype=object), "here")
+    with pytest.raises(ValueError, match="label 18446744073709551615 at position 1 is outside 0 to 2"):
+        class_labels(np.array([1, 2**64 - 1], np.uint64), "here")
+    assert class_labels(np.array([1, 2**63 - 1], np.uint64), "here").tolist() == [1, 2**63 - 1]
+    for label in (True, 2.0, "3", np.uint64(2**64 - 1), -1):
+        with pytest.raises(ValueError, match="record 4"):
+            class_label(label, "record 4")
+
+
+def test_a_png_label_file_with_a_negative_label_is_refused_by_line(tmp_path):
+    (tmp_path / "tr_label.txt").write_text("3\n-1\n")
+    with pytest.raises(PngFolderError, match=r"tr_label.txt, line 2: label -1 is outside"):
+        read_labels(tmp_path, "tr")
+
+
+def test_convert_shards_checks_the_labels_of_later_shards_before_writing_the_first(tmp_path):
+    photos = [str(jpeg_file(tmp_path / f"p{i}.jpg")) for i in range(4)]
+    with pytest.raises(ValueError, match="whole numbers"):
+        convert_shards(photos, [0, 1, 2, 3.5], str(tmp_path / "out"), "train", 2, [0, 1], 16)
+    assert not list((tmp_path / "out").rglob("*.tfrecord"))   # not even shard 0, whose labels were fine
+
+
+# ------------------------------------------------------------------ items 11-13: the photo scan
+
+
+@pytest.mark.parametrize("size", [(5, 5), (800, 4), (4, 800), (1, 1)])
+def test_a_tiny_or_thin_valid_jpeg_is_a_plain_photo(tmp_path, size):
+    assert inspect_photo(jpeg_file(tmp_path / "small.jpg", size)) == (None, True)   # was ZeroDivisionError
+
+
+def test_what_is_no_file_in_a_class_folder_is_named_and_left_out_without_hanging(tmp_path):
+    (tmp_path / "sub.jpg").mkdir()
+    os.mkfifo(tmp_path / "pipe.jpg")
+    os.symlink("/dev/zero", tmp_path / "zero.jpg")
+    report = finishes_within(20, lambda: {p.name: inspect_photo(p) for p in tmp_path.iterdir()})
+    assert report == {"sub.jpg": ("a folder, not a file", False), "pipe.jpg": ("a FIFO (named pipe), not a file", False),
+                      "zero.jpg": ("a character device (a symlink to /dev/zero), not a file", False)}
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+def test_a_jpeg_cut_short_with_its_end_marker_put_back_is_named(tmp_path, progressive):
+    rng = np.random.default_rng(0)
+    pixels = (rng.random((200, 240, 3)) * 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90, progressive=progressive)
+    whole = out.getvalue()
+    (tmp_path / "whole.jpg").write_bytes(whole)
+    assert inspect_photo(tmp_path / "whole.jpg") == (None, True)
+    for cut in (len(whole) // 3, len(whole) // 2, len(whole) - 200):
+        (tmp_path / "cut.jpg").write_bytes(whole[:cut] + b"\xff\xd9")
+        problem, usable = inspect_photo(tmp_path / "cut.jpg")
+        assert not usable and "cut short" in problem, (cut, problem)
+
+
+# ------------------------------------------------------------------ items 14-15: empty shards, shard order
+
+
+def test_an_empty_shard_never_decides_the_splits_image_spec(tmp_path):
+    images = np.zeros((1, 6, 6), np.uint8)
+    with pytest.raises(ShardError, match="hold no records.*spec="):   # first: its spec would have been (0,)
+        write_shards(iter([]), tmp_path, "train", 2, total=1, shards=[1], progress=False)
+    assert "train" not in load_manifest(tmp_path)
+    write_shards(zip(images, [3]), tmp_path, "train", 2, total=1, shards=[0], progress=False)
+    manifest = write_shards(iter([]), tmp_path, "train", 2, total=1, shards=[1], progress=False)  # after: adopts it
+    assert manifest.complete and manifest.spec == FeatureSpec((6, 6), "uint8")
+
+
+def test_convert_shards_of_one_photo_into_two_shards_completes_in_either_order(tmp_path):
+    photo = [str(jpeg_file(tmp_path / "only.jpg"))]
+    for order in ([[0, 1]], [[1], [0]]):   # one process; two processes, the empty shard's first
+        out = tmp_path / f"out-{len(order)}"
+        for shards in order:
+            convert_shards(photo, [2], str(out), "train", 2, shards, 16)
+        for kind in ("resized", "original"):
+            manifest = read_manifest(out / kind, "train", serialized=kind == "original")
+            assert manifest.complete and [s.records for s in manifest.shards] == [1, 0]
+
+
+def test_a_split_of_no_records_is_an_error_naming_the_folder(tmp_path):
+    with pytest.raises(ShardError, match=f"{tmp_path}.*no records"):
+        write_shards(iter([]), tmp_path, "train", 2, total=0, progress=False)
+    with pytest.raises(ValueError, match="no files to convert"):
+        convert_shards([], [], str(tmp_path / "photos"), "train", 2, [0, 1], 16)
+    assert not load_manifest(tmp_path)
+
+
+def test_shards_listed_out_of_order_are_refused_not_swapped(tmp_path):
+    images = np.arange(4).reshape(4, 1, 1).astype(np.uint8)
+    records = [(images[i], i) for i in (3, 1)]   # shard 3's record, then shard 1's, as listed
+    with pytest.raises(ValueError, match="increasing order"):
+        write_shards(iter(records), tmp_path, "train", 4, total=4, shards=[3, 1], progress=False)
+    with pytest.raises(ValueError, match="increasing order"):
+        write_shards(iter(records), tmp_path, "train", 4, total=4, shards=[1, 1], progress=False)
+    assert not list(tmp_path.glob("*.tfrecord"))
