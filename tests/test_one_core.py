@@ -16,19 +16,21 @@ def test_the_pinned_child_runs_on_one_cpu_and_returns_epochs(tmp_path):
     for i, f in enumerate(files):
         f.write_bytes(bytes([i]) * 3_000_000)
     with PipelineChild({"numbers": NUMBERS, "small": ("helpers.measure.one_core:numbers", {"n": 300, "batch_size": 64}),
-                        "empty": ("helpers.measure.one_core:numbers", {"n": 0, "batch_size": 64})}) as child:
+                        "empty": ("helpers.measure.one_core:numbers", {"n": 0, "batch_size": 64})},
+                       repeat=2) as child:
         # What the child itself reports: every one of its threads (TensorFlow's too) may run on that CPU alone.
         assert child.cpus == [pick_core()] and child.threadpool == 1
         assert child.threads > 1 and child.process.pid != os.getpid()
         first, second = child.epoch("numbers"), child.epoch("numbers")
-        assert first.samples == second.samples == 2_000 and 0 < first.start_up <= first.seconds
-        assert child.epoch("small").samples == 300           # each pipeline by its name, with its own sizes
+        assert first.samples == second.samples == 2 * 2_000 and 0 < first.start_up <= first.seconds
+        assert child.epoch("small").samples == 2 * 300       # each pipeline by its name, with its own sizes, twice
+        assert child.process.args[3] == str(pick_core())     # the CPU the bootstrap pinned (before TensorFlow)
         assert child.copy_rate([str(f) for f in files], seconds=0.05) > 0
         with pytest.raises(KeyError, match="no pipeline 'other'"):
             child.epoch("other")
         with pytest.raises(RuntimeError, match="the dataset is empty"):   # an error in the child, named here
             child.epoch("empty")
-        assert child.epoch("small").samples == 300                          # and the child still serves
+        assert child.epoch("small").samples == 2 * 300                      # and the child still serves
     assert child.process.poll() is not None   # stopped when its block ended
 
 
