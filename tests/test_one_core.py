@@ -31,6 +31,8 @@ def test_the_pinned_child_runs_on_one_cpu_and_returns_epochs(tmp_path):
         with pytest.raises(RuntimeError, match="the dataset is empty"):   # an error in the child, named here
             child.epoch("empty")
         assert child.epoch("small").samples == 2 * 300                      # and the child still serves
+        child.add("later", "helpers.measure.one_core:numbers", {"n": 500, "batch_size": 50})
+        assert child.epoch("later").samples == 2 * 500                      # a pipeline added once data exists
     assert child.process.poll() is not None   # stopped when its block ended
 
 

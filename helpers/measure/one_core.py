@@ -73,26 +73,51 @@ class PipelineChild:
     (True, 1000)
     """
 
-    def __init__(self, pipelines: dict[str, tuple[str, dict]], *, cpu: int | str = "auto", repeat: int = 1,
-                 start_timeout: float = 180) -> None:
+    def __init__(self, pipelines: dict[str, tuple[str, dict]] | None = None, *, cpu: int | str = "auto",
+                 repeat: int = 1, start_timeout: float = 180) -> None:
         if not one_core_supported():
             raise OneCoreUnsupported(unsupported_message())
         cpu = pick_core() if cpu == "auto" else int(cpu)
+        pipelines = pipelines or {}
         for name, (factory, _) in pipelines.items():
-            if ":" not in factory:
-                raise ValueError(f"pipeline {name!r}: the factory must be 'module:function', not {factory!r}")
+            _check_factory(name, factory)
         spec = json.dumps({"pipelines": {name: [f, kw or {}] for name, (f, kw) in pipelines.items()}, "cpu": cpu,
                            "repeat": int(repeat)})
-        self.cpu, self.names = cpu, list(pipelines)
+        self.cpu, self.names, self._start_timeout, self._ready = cpu, list(pipelines), start_timeout, None
         self._errors: deque = deque(maxlen=30)
         self.process = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, str(cpu), spec],
                                         text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, env=child_environment(gpu=False))
         threading.Thread(target=self._collect_errors, daemon=True, name="one-core-stderr").start()
-        ready = self._ask(None, timeout=start_timeout)
-        self.cpus: list[int] = ready["cpus"]                 # the CPUs any of the child's threads may run on
-        self.threads: int = ready["threads"]                 # how many threads the child had when it was ready
-        self.threadpool: int = ready["threadpool"]           # the threads of tf.data's private pool
+
+    def wait_ready(self) -> dict:
+        """Wait until the child has started TensorFlow and built its pipelines (the first request waits for it
+        too: start a child, prepare the data meanwhile, then `add` the pipelines that read it)."""
+        if self._ready is None:
+            self._ready = self._ask(None, timeout=self._start_timeout)
+        return self._ready
+
+    @property
+    def cpus(self) -> list[int]:
+        """The CPUs any of the child's threads may run on, as the child reports them when it is ready."""
+        return self.wait_ready()["cpus"]
+
+    @property
+    def threads(self) -> int:
+        """How many threads the child had when it was ready (TensorFlow's included)."""
+        return self.wait_ready()["threads"]
+
+    @property
+    def threadpool(self) -> int:
+        """The threads of tf.data's private pool in the child."""
+        return self.wait_ready()["threadpool"]
+
+    def add(self, name: str, factory: str, kwargs: dict | None = None) -> None:
+        """Build one more pipeline in the child: `factory(**kwargs)`, as the constructor's."""
+        _check_factory(name, factory)
+        self.wait_ready()
+        self._ask({"do": "add", "name": name, "factory": factory, "kwargs": kwargs or {}})
+        self.names.append(name)
 
     def _collect_errors(self) -> None:
         for line in self.process.stderr:
@@ -124,6 +149,7 @@ class PipelineChild:
         """One epoch of the pipeline `name` in the child, timed there as `pipeline_epoch` times it."""
         if name not in self.names:
             raise KeyError(f"no pipeline {name!r} in this child; it has {self.names}")
+        self.wait_ready()
         reply = self._ask({"do": "epoch", "name": name})
         return Epoch(reply["samples"], reply["seconds"], reply["start_up"])
 
@@ -131,6 +157,7 @@ class PipelineChild:
         """Bytes per second the child copies `paths` (read whole, again and again for at least `seconds`) into a
         preallocated buffer with reads of `COPY_CHUNK` bytes: the page cache's ceiling for one core, once the
         files are cached (read them once first)."""
+        self.wait_ready()
         return float(self._ask({"do": "copy", "paths": [str(p) for p in paths], "seconds": seconds})["rate"])
 
     def close(self) -> None:
@@ -149,6 +176,11 @@ class PipelineChild:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _check_factory(name: str, factory: str) -> None:
+    if not isinstance(factory, str) or ":" not in factory:
+        raise ValueError(f"pipeline {name!r}: the factory must be 'module:function', not {factory!r}")
 
 
 def copy_files(paths: list[str], seconds: float) -> float:
@@ -214,11 +246,13 @@ def _serve(spec: dict) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     options = tf.data.Options()
     options.threading.private_threadpool_size = 1
-    datasets = {}
-    for name, (factory, kwargs) in spec["pipelines"].items():
+
+    def build(factory: str, kwargs: dict):
         module, _, function = factory.partition(":")
         dataset = getattr(importlib.import_module(module), function)(**kwargs)
-        datasets[name] = (dataset.repeat(spec["repeat"]) if spec["repeat"] > 1 else dataset).with_options(options)
+        return (dataset.repeat(spec["repeat"]) if spec["repeat"] > 1 else dataset).with_options(options)
+
+    datasets = {name: build(factory, kwargs) for name, (factory, kwargs) in spec["pipelines"].items()}
     _reply({"cpus": sorted(_all_threads_cpus()), "threads": _thread_count(), "threadpool": options.threading.private_threadpool_size})
     for line in sys.stdin:
         request = json.loads(line)
@@ -226,6 +260,9 @@ def _serve(spec: dict) -> None:
             if request["do"] == "epoch":
                 e = pipeline_epoch(datasets[request["name"]])
                 _reply({"samples": e.samples, "seconds": e.seconds, "start_up": e.start_up})
+            elif request["do"] == "add":
+                datasets[request["name"]] = build(request["factory"], request["kwargs"])
+                _reply({"added": request["name"]})
             elif request["do"] == "copy":
                 _reply({"rate": copy_files(request["paths"], request["seconds"])})
             else:
