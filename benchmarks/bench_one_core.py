@@ -10,8 +10,15 @@ child runs. The recommended pipelines are named in advance, as in `bench_mnist` 
   images (5 times MNIST's training set);
 - the autoencoder's: block records of CIFAR-sized images, cast to float32 pairs, `bench_autoencoder.recommended`,
   batch 256, over 50,000 images (CIFAR-10's training set). Until issue 30 it was raw uint8 TFRecords
-  (`bench_autoencoder.raw_tfrecord`), measured here too: a profile on one core (each stage of the pipeline cut
-  off and run alone) showed reading and parsing one 3 KB record at a time, not the bytes, bound it.
+  (`bench_autoencoder.raw_tfrecord`, one 3 KB record per image), measured here too.
+
+What one core spends its time on (issue 30's profile: the pipeline cut after each stage, each prefix alone on
+one core, 3 rounds each on a shared machine, images/s): CIFAR-sized block records read 216,000, shuffled
+241,000, parsed 227,000, mixed 226,000, rebatched 189,000, then cast to float32 pairs 108,000: the cast, which
+writes 4 bytes for every pixel byte (twice the pixels, as input and target), is the largest single step; it
+could move into the model (onto the GPU), as the MLP's `uint8_input` does. MNIST-sized blocks: read 872,000,
+shuffled 514,000, parsed 276,000, mixed 293,000, rebatched 228,000: no one step dominates; every copy of the
+pixels costs. The copy ceiling is 20-60 times these rates: the bytes are not the limit, the work per byte is.
 
 Keys (rates of one epoch on one core, start-up counted, / the reference H200's training rate, goal ≥ 1.0 on the
 interval's lower end):
