@@ -19,17 +19,15 @@ tf.data's start-up weighs on the pipeline's rate.
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import keras
 
-from benchmarks.run import Result
+from benchmarks.run import Result, one_core_child
 from helpers.data.photos import make_photo_folder
 from helpers.lessons.capstone_photos import convert_shards, read_photos
 from helpers.measure import alternate, pipeline_epoch
-from helpers.measure.one_core import PipelineChild, one_core_supported, unsupported_message
 
 IMAGE_SIZE, BATCH_SIZE, NUM_SHARDS = 96, 32, 8
 
@@ -37,8 +35,7 @@ IMAGE_SIZE, BATCH_SIZE, NUM_SHARDS = 96, 32, 8
 def run(quick: bool) -> list[Result]:
     files, rounds = (400, 3) if quick else (6_000, 8)
     workdir = Path(tempfile.mkdtemp(prefix="bench-capstone-"))
-    # Started first: the one-core child starts TensorFlow while this process makes and converts the photos.
-    child = PipelineChild() if one_core_supported() else None
+    child = one_core_child()   # asked first: it starts TensorFlow while this process makes and converts the photos
     try:
         folder = make_photo_folder(workdir / "photos", files, progress=False) / "train"
         paths = sorted(folder.glob("*/*.jpg"))
@@ -51,12 +48,10 @@ def run(quick: bool) -> list[Result]:
         assert pipeline.element_spec == baseline.element_spec, (pipeline.element_spec, baseline.element_spec)
         sides = {"pipeline": lambda: pipeline_epoch(pipeline), "baseline": lambda: pipeline_epoch(baseline)}
         if child is not None:
-            child.add("pipeline", "helpers.lessons.capstone_photos:read_photos", {
+            child.add("capstone", "helpers.lessons.capstone_photos:read_photos", {
                 "directory": str(workdir / "records" / "resized"), "split": "train", "batch_size": BATCH_SIZE,
                 "shuffle": True})
-            sides["one core"] = lambda: child.epoch("pipeline")
-        else:
-            print(unsupported_message(), file=sys.stderr)
+            sides["one core"] = lambda: child.epoch("capstone")
         measured = alternate(sides, rounds=rounds, warmup=1)
         detail = (f"read_photos {measured.samples('pipeline').median:,.0f} images/s vs image_dataset_from_directory "
                   f"{measured.samples('baseline').median:,.0f} (medians), {rounds} rounds of {len(paths):,}-photo epochs")
@@ -71,6 +66,4 @@ def run(quick: bool) -> list[Result]:
                 measured.ratio("one core", "pipeline")))
         return results
     finally:
-        if child is not None:
-            child.close()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -39,18 +39,16 @@ Files are page-cached (just written): RAM speed, as the other GPU-relative keys.
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.run import Result, digits
+from benchmarks.run import Result, digits, one_core_child
 from helpers.data.standins import make_cifar_like
 from helpers.lessons.pipeline_profiling import write_blocks
 from helpers.measure import alternate
 from helpers.measure.gpu_reference import gpu_appetite
-from helpers.measure.one_core import PipelineChild, one_core_supported, unsupported_message
 from helpers.storage.tfrecord import write_shards
 
 MLP_BATCH, AE_BATCH = 1024, 256
@@ -61,15 +59,14 @@ def shard_files(directory: Path) -> list[str]:
 
 
 def run(quick: bool) -> list[Result]:
-    if not one_core_supported():
-        print(unsupported_message(), file=sys.stderr)
+    child = one_core_child()   # asked first: it starts TensorFlow while this process writes the data
+    if child is None:
         return []
     n_mlp, n_ae, rounds = (10_000, 3_000, 2) if quick else (300_000, 50_000, 9)
     x, y = digits(n_mlp // 5)
     cifar, cifar_labels = make_cifar_like(min(n_ae, 1_500), seed=0)
     many = np.arange(n_ae) % len(cifar)
     workdir = Path(tempfile.mkdtemp(prefix="bench-one-core-"))
-    child = PipelineChild()   # started first: it starts TensorFlow while this process writes the data
     try:
         mlp_dir, ae_dir, raw_dir = workdir / "mnist-blocks", workdir / "cifar-blocks", workdir / "cifar-tfrecord"
         write_blocks(np.concatenate([x] * 5), np.concatenate([y] * 5), mlp_dir, "train", num_shards=16)
@@ -93,7 +90,6 @@ def run(quick: bool) -> list[Result]:
         }, rounds=rounds, warmup=1)   # the warm-up round also brings every file into the page cache
         cpu = child.cpus
     finally:
-        child.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
     gpu_mlp = gpu_appetite("mnist_mlp", MLP_BATCH).samples_per_second
