@@ -35,6 +35,7 @@ Key (against the reference GPU, not this CPU):
 - ae_pipeline_vs_gpu_bs256: the recommended pipeline alone at batch 256, over 50,000 images (CIFAR-10's
   training set size), / the images/s the reference H200 trains the autoencoder at batch 256
   (`helpers.measure.gpu_reference`; goal ≥ 1.0). Each epoch's start-up is counted in the rate.
+  On one core: `bench_one_core` (ae_pipeline_vs_gpu_bs256_one_core).
 
 "Memory" is `model.fit(x, x)` on float32 arrays already in RAM. Unless a row says cold, files
 were written moments before and are read from the page cache: that is RAM speed, and a real

@@ -44,6 +44,8 @@ Keys (against the reference GPU, not this CPU):
 - mlp_pipeline_vs_gpu_bs1024_small_split: the same over the training comparisons' split (60,000 images,
   MNIST's training set), where that start-up weighs more: how far a shorter epoch falls short of the
   long-epoch rate
+- the same pipeline on one core, as a GPU's host on Colab gives it: `bench_one_core`
+  (mlp_pipeline_vs_gpu_bs1024_one_core)
 
 The digits are generated MNIST-shaped images (28x28 uint8): parsing and copying costs depend on
 the record size, not on the pixels; the model's speed does not depend on them either.
