@@ -10,7 +10,9 @@ in this same run, in rounds whose order alternates (A B, then B A: `helpers.meas
 so a machine's drift in speed cancels out. Each ratio is the median over rounds, reported with a
 95 % confidence interval of that median (`helpers.measure.Samples`) and its lowest and highest
 round; a goal is judged on the interval's unfavourable bound: a "≥" goal on its lower end, a "≤"
-goal on its upper end, "contains 1" (an A/A control) on the interval holding 1.
+goal on its upper end, "contains 1" (an A/A control) on the interval holding 1; "median ≥ 0.95 and
+holds 1" (training from files indistinguishable from training from memory) on the median and on the
+interval holding 1 (`helpers.measure.Samples.meets`).
 """
 from __future__ import annotations
 
@@ -76,6 +78,23 @@ def digits(n: int, seed: int = 0):
     return images[:n], labels[:n]
 
 
+_one_core = []   # the run's one pinned child, once a module asked for it
+
+
+def one_core_child():
+    """The run's child process pinned to one CPU (`helpers.measure.one_core.PipelineChild`), started by the first
+    module that asks (it starts TensorFlow while that module writes its data) and shared by the rest, each adding
+    its pipelines under names of its own; stopped when the run ends. None where no process can be pinned (the
+    message says so once)."""
+    from helpers.measure.one_core import PipelineChild, one_core_supported, unsupported_message
+
+    if not _one_core:
+        if not one_core_supported():
+            print(unsupported_message(), file=sys.stderr)
+        _one_core.append(PipelineChild() if one_core_supported() else None)
+    return _one_core[0]
+
+
 def judge_value(value: float, goal: str) -> bool | None:
     """A deterministic value (no rounds, no interval) against a goal such as '≤ 1.10'."""
     return Samples([value]).meets(goal)
@@ -103,8 +122,15 @@ def main(argv: list[str] | None = None) -> int:
             module = importlib.import_module(f"benchmarks.{name}")
         print(f"running {name} ({'quick' if args.quick else 'full'})…", file=sys.stderr, end=" ", flush=True)
         module_started = time.perf_counter()
-        results.extend(module.run(quick=args.quick))
+        try:
+            results.extend(module.run(quick=args.quick))
+        except BaseException:
+            if _one_core and _one_core[0] is not None:
+                _one_core[0].close()
+            raise
         print(f"{time.perf_counter() - module_started:.0f} s", file=sys.stderr)
+    if _one_core and _one_core[0] is not None:
+        _one_core[0].close()
     elapsed = time.perf_counter() - started
 
     if args.json:

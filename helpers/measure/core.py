@@ -102,12 +102,29 @@ class Samples:
         return self.coverage >= self.confidence
 
     def meets(self, goal: str) -> bool | None:
-        """Whether the interval meets a goal "≥ x", "> x", "≤ x" or "< x" (None for anything else)."""
-        goal = goal.strip()
+        """Whether the interval meets a goal "≥ x", "> x", "≤ x" or "< x"; "holds x": the interval holds x (no
+        measurable difference from x); "median ≥ x" (any sign): the median, not the interval, is judged; parts
+        joined by " and " must all be met. None for a goal of another form.
+
+        >>> s = Samples([0.93, 0.95, 0.96, 0.97, 0.98, 0.99, 1.00, 1.02, 1.04])   # interval 0.95–1.02
+        >>> s.meets("holds 1"), s.meets("median ≥ 0.95 and holds 1"), s.meets("≥ 0.97 and holds 1")
+        (True, True, False)
+        >>> s.scaled(1.1).meets("median ≥ 0.95 and holds 1"), s.meets("about 1")   # 1.1 times: 1 is outside
+        (False, None)
+        """
+        parts = [part.strip() for part in goal.split(" and ")]
+        if len(parts) > 1:
+            verdicts = [self.meets(part) for part in parts]
+            return None if None in verdicts else all(verdicts)
+        goal, judged = parts[0], self.interval
+        if goal.startswith("holds "):
+            return self.compared_to(float(goal[len("holds "):])) == "holds"
+        if goal.startswith("median "):
+            goal, judged = goal[len("median "):].strip(), (self.median, self.median)
         for sign, end, test in (("≥", 0, operator.ge), (">=", 0, operator.ge), (">", 0, operator.gt),
                                 ("≤", 1, operator.le), ("<=", 1, operator.le), ("<", 1, operator.lt)):
             if goal.startswith(sign):
-                return test(self.interval[end], float(goal[len(sign):]))
+                return test(judged[end], float(goal[len(sign):]))
         return None
 
     def compared_to(self, value: float = 1.0) -> str:

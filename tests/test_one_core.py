@@ -1,0 +1,49 @@
+"""The one-core child (`helpers.measure.one_core`): pinned to one CPU, every thread of it, and returning rates."""
+import os
+import sys
+
+import pytest
+
+from helpers.measure.one_core import OneCoreUnsupported, PipelineChild, copy_files, one_core_supported, pick_core
+
+NUMBERS = ("helpers.measure.one_core:numbers", {"n": 2_000, "batch_size": 100})
+pinning = pytest.mark.skipif(not one_core_supported(), reason="no os.sched_setaffinity on this platform")
+
+
+@pinning
+def test_the_pinned_child_runs_on_one_cpu_and_returns_epochs(tmp_path):
+    files = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    for i, f in enumerate(files):
+        f.write_bytes(bytes([i]) * 3_000_000)
+    with PipelineChild({"numbers": NUMBERS, "small": ("helpers.measure.one_core:numbers", {"n": 300, "batch_size": 64}),
+                        "empty": ("helpers.measure.one_core:numbers", {"n": 0, "batch_size": 64})},
+                       repeat=2) as child:
+        # What the child itself reports: every one of its threads (TensorFlow's too) may run on that CPU alone.
+        assert child.cpus == [pick_core()] and child.threadpool == 1
+        assert child.threads > 1 and child.process.pid != os.getpid()
+        first, second = child.epoch("numbers"), child.epoch("numbers")
+        assert first.samples == second.samples == 2 * 2_000 and 0 < first.start_up <= first.seconds
+        assert child.epoch("small").samples == 2 * 300       # each pipeline by its name, with its own sizes, twice
+        assert child.process.args[3] == str(pick_core())     # the CPU the bootstrap pinned (before TensorFlow)
+        assert child.copy_rate([str(f) for f in files], seconds=0.05) > 0
+        with pytest.raises(KeyError, match="no pipeline 'other'"):
+            child.epoch("other")
+        with pytest.raises(RuntimeError, match="the dataset is empty"):   # an error in the child, named here
+            child.epoch("empty")
+        assert child.epoch("small").samples == 2 * 300                      # and the child still serves
+        child.add("later", "helpers.measure.one_core:numbers", {"n": 500, "batch_size": 50})
+        assert child.epoch("later").samples == 2 * 500                      # a pipeline added once data exists
+    assert child.process.poll() is not None   # stopped when its block ended
+
+
+def test_without_sched_setaffinity_the_error_says_so(monkeypatch):
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
+    with pytest.raises(OneCoreUnsupported, match=f"sched_setaffinity.*{sys.platform}"):
+        PipelineChild({"numbers": NUMBERS})
+
+
+def test_copy_files_counts_every_byte_read(tmp_path):
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"x" * 10_000_000)
+    rate = copy_files([str(f)], seconds=0.0)   # one pass: 10 MB in a second or less on any machine
+    assert rate >= 10_000_000 / 1.0 - 1
