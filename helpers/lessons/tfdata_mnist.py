@@ -4,7 +4,7 @@
 import keras
 
 
-# ---------------- from 04_tfdata_mnist.ipynb, 4. The model, and training with a validation split (cell 17)
+# ---------------- defined in notebooks/04_tfdata_mnist.ipynb, section: 4. The model, and training with a validation split
 def article_mlp(input_shape=(28, 28), *, uint8_input=True, dropout=0.0, learning_rate=1e-3, jit_compile="auto",
                 steps_per_execution=1):
     """The older article's classifier, 784-512-10, compiled as it was: RMSprop and sparse categorical
