@@ -37,7 +37,8 @@ from benchmarks.run import Result, digits
 from helpers.measure.peak_memory import peak_training_memory
 from helpers.measure import Samples, alternate, pipeline_epoch
 from helpers.storage.tfrecord import write_shards
-from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+from helpers.lessons.pipeline_profiling import read_blocks, train_one_epoch, write_blocks
+from helpers.lessons.tfdata_mnist import article_mlp
 
 
 def optimized_vs_naive(workdir: Path, x: np.ndarray, y: np.ndarray, rounds: int) -> Result:
@@ -67,7 +68,8 @@ def memory(workdir: Path, x: np.ndarray, y: np.ndarray, base: int, rounds: int) 
         def run() -> float:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 runs = dict(zip(("stream", "load"), pool.map(
-                    lambda mode: peak_training_memory(mode, workdir / f"n{n}", "train", batch_size=1024),
+                    lambda mode: peak_training_memory(mode, workdir / f"n{n}", "train", batch_size=1024,
+                                                      train=train_one_epoch, model=article_mlp),
                     ("stream", "load"))))
             for mode, child in runs.items():
                 peaks.setdefault((mode, n), []).append(child.peak_mib)

@@ -24,6 +24,9 @@ from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 from helpers.storage.blocks import read_block_index
 from tests.test_bad_input import edit_manifest, finishes_within, small_split
 
+# What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
+CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -287,14 +290,14 @@ def test_a_budget_that_is_no_limit_is_refused(tmp_path, budget):
 
     small_split(tmp_path)
     with pytest.raises(ValueError, match="budget_mib must be a finite number of MiB above 0"):
-        peak_training_memory("stream", tmp_path, "train", budget_mib=budget)
+        peak_training_memory("stream", tmp_path, "train", budget_mib=budget, **CHILD)
 
 
 def test_a_budget_below_tensorflows_own_size_is_reported_not_raised(tmp_path):
     from helpers.measure.peak_memory import peak_training_memory
 
     small_split(tmp_path)
-    run = peak_training_memory("stream", tmp_path, "train", budget_mib=64)
+    run = peak_training_memory("stream", tmp_path, "train", budget_mib=64, **CHILD)
     assert not run.finished and "ran out of memory under the budget" in run.error, run
 
 
