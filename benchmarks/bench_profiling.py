@@ -4,7 +4,7 @@ Keys:
 - optimized_vs_naive_pipeline: the pipeline alone, MNIST-shaped records from shards, one epoch:
   notebook 05's best streaming pipeline (block records of 256 images: shuffled files, 4 read at
   once, shuffled blocks, images mixed 8 blocks at a time, prefetch) against the older article's
-  (`benchmarks.bench_mnist.seed_pipeline`, the same as notebook 05's `naive_ds`: float_list records,
+  (`benchmarks.bench_mnist.seed_pipeline`: notebook 05's own `article_pipeline`, its `naive_ds`: float_list records,
   one file after another, per-record parse, shuffle, batch, TensorFlow 2's automatic parallel map
   and prefetch switched off). Steady-state rates in alternating rounds (A B, then B A); files
   page-cached. Goal ≥ 10, on the lower bound of the 95 % interval.
@@ -47,7 +47,7 @@ def optimized_vs_naive(workdir: Path, x: np.ndarray, y: np.ndarray, rounds: int)
     measured = alternate({
         "best": lambda: pipeline_epoch(read_blocks(workdir / "blocks", "train", 256, shuffle=True)
                                        .prefetch(tf.data.AUTOTUNE)),
-        "article": lambda: pipeline_epoch(seed_pipeline(workdir / "float", len(x), 256)),
+        "article": lambda: pipeline_epoch(seed_pipeline(workdir / "float", 256)),
     }, rounds=rounds, warmup=1)
     detail = (f"best {measured.samples('best').median:,.0f} samples/s vs the article's "
               f"{measured.samples('article').median:,.0f} (medians), {rounds} rounds of {len(x):,}-record epochs")

@@ -91,6 +91,38 @@ def read_blocks(directory, split, batch_size=256, *, shuffle=False, mix_blocks=8
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+SHUFFLE_BUFFER = 10_000
+
+def float_features():
+    """How the article's records are described to the parser: 784 floats and an integer label."""
+    return {"image": tf.io.FixedLenFeature([28 * 28], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64)}
+
+def parse_float_record(serialized):
+    """The article's parse: one record → a float image scaled to 0-1, and its label."""
+    features = tf.io.parse_single_example(serialized, float_features())
+    return tf.reshape(features["image"], (28, 28)) / 255.0, features["label"]
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+def tf1_options():
+    """tf.data options that run a pipeline as TensorFlow 1.x ran it: none of the three optimisations above."""
+    options = tf.data.Options()
+    options.experimental_optimization.map_parallelization = False
+    options.experimental_optimization.map_and_batch_fusion = False
+    options.experimental_optimization.inject_prefetch = False
+    return options
+
+def article_pipeline(files, n_records, batch_size, shuffle_buffer=SHUFFLE_BUFFER):
+    """The older article's train.py input: files in order, per-record parse, shuffle, batch. No parallelism."""
+    return (tf.data.TFRecordDataset(files)
+            .apply(tf.data.experimental.assert_cardinality(n_records))   # its length: the manifest's count
+            .map(parse_float_record)
+            .shuffle(shuffle_buffer)
+            .batch(batch_size)
+            .with_options(tf1_options()))
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 from helpers.measure import Samples
 
 def waiting_share(model_alone, together, after_first_step=False):
@@ -195,6 +227,16 @@ def diagnose(make, model, *, rounds=6, gpu_appetite=None):
     return Diagnosis(measured.samples("pipeline alone"), measured.samples("model alone"), measured.samples("together"),
                      waiting_share(alone, together), gpu_appetite,
                      waiting_share(alone, together, after_first_step=True) if several_marks else None)
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 3. One technique at a time
+def gain_verdict(gain):
+    """A gain (a ratio of rates, with its interval) in words, chosen by the interval: faster, slower or no
+    measurable difference. Notebook 07 words its own ladder with it."""
+    low, high = gain.interval
+    return {"above": f"faster: ×{gain.median:.2f} (interval ×{low:.2f}–×{high:.2f}, above 1)",
+            "below": f"slower: ×{gain.median:.2f} (interval ×{low:.2f}–×{high:.2f}, below 1)",
+            "holds": f"no measurable difference here (interval ×{low:.2f}–×{high:.2f} holds 1)"}[gain.compared_to(1.0)]
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
@@ -304,7 +346,8 @@ def plot_timeline(timeline, ax, title):
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 8. Memory: streaming stays flat, loading everything grows
-from helpers.storage.tfrecord import read_manifest, read_split
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.storage.tfrecord import read_manifest
 
 def train_one_epoch(model, mode, directory, split, batch_size=256):
     """Train `model` for one epoch of the shards of `split`: "load" reads them all into arrays first, "stream"
