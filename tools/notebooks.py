@@ -16,9 +16,14 @@ Code is born in the lesson, d2l-style: a code cell whose first line is `#@save` 
 notebook, a test or a benchmark reuses. `save` copies those cells, in order, into one generated module per
 notebook, `helpers/lessons/<notebook name without its number>.py` (notebook 03_pydataset_autoencoder.ipynb
 gives `helpers.lessons.pydataset_autoencoder`), headed by a note that it is generated and, above each
-cell, where in the notebook it comes from. A saved cell may only define things (imports, functions,
-classes, constants): it runs both in the notebook and when the module is imported. It may use `np`, `tf`
-and `keras`, which every notebook's setup cell provides; anything else it imports itself.
+cell, the notebook and section it was defined in. A saved cell may only define things (imports, functions,
+classes, literal constants; checked on its syntax tree, see `saved_cells`): it runs both in the notebook and when
+the module is imported, and importing must run nothing. It may use `np`, `tf` and `keras`, which every notebook's
+setup cell provides; anything else it imports itself. A marker that is not exactly `#@save` on a code cell's first
+line (`# @save`, or `#@save` below a blank line) is refused by name, never silently ignored.
+
+Every file is written whole or not at all (a temporary file beside it, renamed over it), and a symlink at its name
+is replaced, never written through. A notebook that is not valid JSON is named, with where it stops parsing.
 """
 from __future__ import annotations
 
