@@ -64,31 +64,21 @@ import tensorflow as tf
 from benchmarks.run import Result, digits
 from helpers.measure.gpu_reference import gpu_appetite
 from helpers.measure import alternate, fit_epoch, pipeline_epoch
-from helpers.lessons.tfdata_mnist import article_mlp
-from helpers.storage.tfrecord import read_split, write_shards
-from helpers.lessons.pipeline_profiling import BLOCK_SIZE, read_blocks, write_blocks
+from helpers.lessons.tfdata_mnist import article_mlp, make_cached_ds, make_train_ds
+from helpers.storage.tfrecord import readable_shards, write_shards
+from helpers.lessons.pipeline_profiling import BLOCK_SIZE, article_pipeline, read_blocks, write_blocks
 
-SHUFFLE_BUFFER = 10_000
 INDISTINGUISHABLE = "median ≥ 0.95 and holds 1"   # training from files as fast as from memory, as rounds can tell
-
-# TensorFlow 1.x ran a pipeline as written; TensorFlow 2 parallelises a plain map, fuses map and batch, and
-# injects a prefetch by default. The article's pipeline runs without them, as in notebook 05 (section 2).
-AS_TF1 = tf.data.Options()
-AS_TF1.experimental_optimization.map_parallelization = False
-AS_TF1.experimental_optimization.map_and_batch_fusion = False
-AS_TF1.experimental_optimization.inject_prefetch = False
 
 
 def notebook04(directory: Path, batch_size: int) -> tf.data.Dataset:
-    """Notebook 04's training pipeline, packaged."""
-    return read_split(directory, "train", batch_size, parallel_reads=4, shuffle_buffer=SHUFFLE_BUFFER).prefetch(
-        tf.data.AUTOTUNE)
+    """Notebook 04's training pipeline, its own code (`make_train_ds`), over the checked shards of `directory`."""
+    return make_train_ds(readable_shards(directory, "train"), batch_size)
 
 
 def cached(directory: Path, batch_size: int, cache_file: Path) -> tf.data.Dataset:
-    """The same, with the parsed batches cached to a file after the first epoch; batch order still shuffled."""
-    return (read_split(directory, "train", batch_size, parallel_reads=4, shuffle_buffer=SHUFFLE_BUFFER)
-            .cache(str(cache_file)).shuffle(64).prefetch(tf.data.AUTOTUNE))
+    """The same, with the parsed batches cached to a file after the first epoch (notebook 04's `make_cached_ds`)."""
+    return make_cached_ds(readable_shards(directory, "train"), batch_size, cache_file)
 
 
 def recommended(directory: Path, batch_size: int) -> tf.data.Dataset:
@@ -102,22 +92,11 @@ def recommended(directory: Path, batch_size: int) -> tf.data.Dataset:
     return read_blocks(directory, "train", batch_size, shuffle=True, mix_blocks=mix_blocks).prefetch(tf.data.AUTOTUNE)
 
 
-def seed_pipeline(path: Path, n_records: int, batch_size: int) -> tf.data.Dataset:
-    """The older article's train.py input in TF 2, as notebook 05's `naive_ds`: float_list records,
-    files in order, parsed one at a time, shuffled, batched; no parallelism, no prefetch."""
-    def parse(example):
-        features = tf.io.parse_single_example(example, {
-            "image": tf.io.FixedLenFeature([28 * 28], tf.float32),
-            "label": tf.io.FixedLenFeature([], tf.int64)})
-        return tf.reshape(features["image"], (28, 28)) / 255.0, features["label"]
-
-    files = sorted(str(p) for p in path.glob("train-*.tfrecord"))
-    return (tf.data.TFRecordDataset(files)
-            .apply(tf.data.experimental.assert_cardinality(n_records))
-            .map(parse)
-            .shuffle(SHUFFLE_BUFFER)
-            .batch(batch_size)
-            .with_options(AS_TF1))
+def seed_pipeline(directory: Path, batch_size: int) -> tf.data.Dataset:
+    """The older article's train.py input, notebook 05's own code (`article_pipeline`): float_list records, files
+    in order, parsed one at a time, shuffled, batched; TensorFlow 2's automatic optimisations off, as TF 1.x ran."""
+    shards = readable_shards(directory, "train")
+    return article_pipeline(shards.files, shards.total, batch_size)
 
 
 def run(quick: bool) -> list[Result]:
@@ -150,7 +129,7 @@ def run(quick: bool) -> list[Result]:
             "memory again": fit(uint8_model, 256, x=x, y=y),
             "notebook 04": fit(uint8_model, 256, x=notebook04(workdir / "raw", 256)),
             "float memory": fit(float_model, 256, x=x_float, y=y),
-            "seed": fit(float_model, 256, x=seed_pipeline(workdir / "float", n, 256)),
+            "seed": fit(float_model, 256, x=seed_pipeline(workdir / "float", 256)),
             "cached alone": lambda: pipeline_epoch(cached(workdir / "raw", 256, cache_file)),
             "uncached alone": lambda: pipeline_epoch(notebook04(workdir / "raw", 256)),
             "recommended alone": lambda: pipeline_epoch(recommended(workdir / "blocks", 256)),

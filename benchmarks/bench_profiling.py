@@ -4,7 +4,7 @@ Keys:
 - optimized_vs_naive_pipeline: the pipeline alone, MNIST-shaped records from shards, one epoch:
   notebook 05's best streaming pipeline (block records of 256 images: shuffled files, 4 read at
   once, shuffled blocks, images mixed 8 blocks at a time, prefetch) against the older article's
-  (`benchmarks.bench_mnist.seed_pipeline`, the same as notebook 05's `naive_ds`: float_list records,
+  (`benchmarks.bench_mnist.seed_pipeline`: notebook 05's own `article_pipeline`, its `naive_ds`: float_list records,
   one file after another, per-record parse, shuffle, batch, TensorFlow 2's automatic parallel map
   and prefetch switched off). Steady-state rates in alternating rounds (A B, then B A); files
   page-cached. Goal ≥ 10, on the lower bound of the 95 % interval.
@@ -37,7 +37,8 @@ from benchmarks.run import Result, digits
 from helpers.measure.peak_memory import peak_training_memory
 from helpers.measure import Samples, alternate, pipeline_epoch
 from helpers.storage.tfrecord import write_shards
-from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+from helpers.lessons.pipeline_profiling import read_blocks, train_one_epoch, write_blocks
+from helpers.lessons.tfdata_mnist import article_mlp
 
 
 def optimized_vs_naive(workdir: Path, x: np.ndarray, y: np.ndarray, rounds: int) -> Result:
@@ -46,7 +47,7 @@ def optimized_vs_naive(workdir: Path, x: np.ndarray, y: np.ndarray, rounds: int)
     measured = alternate({
         "best": lambda: pipeline_epoch(read_blocks(workdir / "blocks", "train", 256, shuffle=True)
                                        .prefetch(tf.data.AUTOTUNE)),
-        "article": lambda: pipeline_epoch(seed_pipeline(workdir / "float", len(x), 256)),
+        "article": lambda: pipeline_epoch(seed_pipeline(workdir / "float", 256)),
     }, rounds=rounds, warmup=1)
     detail = (f"best {measured.samples('best').median:,.0f} samples/s vs the article's "
               f"{measured.samples('article').median:,.0f} (medians), {rounds} rounds of {len(x):,}-record epochs")
@@ -67,7 +68,8 @@ def memory(workdir: Path, x: np.ndarray, y: np.ndarray, base: int, rounds: int) 
         def run() -> float:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 runs = dict(zip(("stream", "load"), pool.map(
-                    lambda mode: peak_training_memory(mode, workdir / f"n{n}", "train", batch_size=1024),
+                    lambda mode: peak_training_memory(mode, workdir / f"n{n}", "train", batch_size=1024,
+                                                      train=train_one_epoch, model=article_mlp),
                     ("stream", "load"))))
             for mode, child in runs.items():
                 peaks.setdefault((mode, n), []).append(child.peak_mib)

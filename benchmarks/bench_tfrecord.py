@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.run import Result, digits
-from helpers.storage.tfrecord import read_split, write_shards
+from helpers.lessons.tfdata_mnist import read_split
+from helpers.storage.tfrecord import write_shards
 from helpers.measure import Samples, alternate, timed
 
 

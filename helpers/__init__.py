@@ -2,10 +2,11 @@
 
 Where each part lives (folder/module · its one job · the notebooks that import it; a test keeps this map true):
 
-    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      05 06 07
+    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      02 03 04 05 06 07
+      tfrecord_conversion.py    the series' record format: `image_example`, `parse_batch` (notebook 02)
       pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline, cold reads (03)
-      tfdata_mnist.py           the article's MLP (notebook 04)
-      pipeline_profiling.py     block records, the method (`diagnose`), timelines (notebook 05)
+      tfdata_mnist.py           the training pipeline, `read_split`, the article's MLP (notebook 04)
+      pipeline_profiling.py     block records, the article's pipeline, the method (`diagnose`), timelines (05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
       capstone_photos.py        the photo scan, the conversion, the photo pipeline and classifier (07)
     setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07

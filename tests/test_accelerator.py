@@ -11,6 +11,9 @@ import pytest
 from helpers.setup.accelerator import REHEARSAL_ENV, Accelerator, rehearsed_gpus
 from helpers.setup.processes import child_environment
 
+# What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
+CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -92,8 +95,8 @@ def test_every_child_process_of_the_series_is_started_without_the_gpu(tmp_path, 
     monkeypatch.setattr(subprocess, "run", capture)
     monkeypatch.setenv(REHEARSAL_ENV, "1")
     starters = {
-        "memory child": lambda: peak_training_memory("stream", tmp_path, "train"),
-        "memory child under a budget": lambda: peak_training_memory("load", tmp_path, "train", budget_mib=900),
+        "memory child": lambda: peak_training_memory("stream", tmp_path, "train", **CHILD),
+        "memory child under a budget": lambda: peak_training_memory("load", tmp_path, "train", budget_mib=900, **CHILD),
         "training workers": lambda: train_on_workers(tmp_path, "train", workers=2),
         "Beam conversion": lambda: convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2),
         "tf.data service": lambda: DataServiceCluster(workers=1).__enter__(),

@@ -28,6 +28,7 @@ from helpers.data import datasets
 from helpers.lessons.pydataset_autoencoder import PngFolderBatches, tf_dataset_from_png_folder
 from helpers.storage import png_folder as P
 from helpers.storage import tfrecord as T
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.setup.config import data_dir
 from helpers.data.datasets import DatasetFileError
 from helpers.storage.png_folder import PngFolderError
@@ -107,14 +108,14 @@ def small_split_named(directory, split):
 def case_manifest_invalid_json(tmp_path):
     small_split(tmp_path)
     (tmp_path / "manifest.json").write_text('{"splits": {"train": ')
-    return lambda: T.read_split(tmp_path, "train"), tmp_path / "manifest.json"
+    return lambda: read_split(tmp_path, "train"), tmp_path / "manifest.json"
 
 
 def case_spec_disagrees_with_records(tmp_path):
     small_split(tmp_path)  # 4x4 images, 16 bytes each
     edit_manifest(tmp_path, lambda s: s.update(feature_spec={"image": {"shape": [2, 2], "dtype": "uint8"},
                                                              "label": {"dtype": "int64"}}))
-    return lambda: T.read_split(tmp_path, "train", 8), tmp_path / "train-00000-of-00004.tfrecord"
+    return lambda: read_split(tmp_path, "train", 8), tmp_path / "train-00000-of-00004.tfrecord"
 
 
 def case_png_encoding_with_a_2d_spec(tmp_path):
@@ -130,13 +131,13 @@ def case_truncated_shard_when_reading(tmp_path):
     manifest = small_split(tmp_path)
     bad = tmp_path / manifest.shards[2].file
     bad.write_bytes(bad.read_bytes()[:-5])
-    return lambda: T.read_split(tmp_path, "train"), bad
+    return lambda: read_split(tmp_path, "train"), bad
 
 
 def case_missing_shard_when_reading(tmp_path):
     manifest = small_split(tmp_path)
     (tmp_path / manifest.shards[3].file).unlink()
-    return lambda: T.read_split(tmp_path, "train"), tmp_path / manifest.shards[3].file
+    return lambda: read_split(tmp_path, "train"), tmp_path / manifest.shards[3].file
 
 
 def case_header_truncation_is_found(tmp_path):
@@ -363,7 +364,7 @@ def test_writers_of_two_splits_in_one_folder_both_succeed(tmp_path):
         splits = T.load_manifest(out)
         assert {k: (v.complete, len(v.shards)) for k, v in splits.items()} == {"train": (True, 60), "test": (True, 60)}
         assert all(r.ok for r in T.verify_shards(out))
-        images, _ = next(iter(T.read_split(out, "test", 120)))
+        images, _ = next(iter(read_split(out, "test", 120)))
         assert (images.numpy() == 2).all()
 
 
@@ -415,8 +416,8 @@ def test_resume_with_other_data_and_no_fingerprint_is_refused(tmp_path):
     with pytest.raises(ShardError, match="train-00000-of-00004.tfrecord was written from other records"):
         small_split(tmp_path, n=8, num_shards=4, value=1)
     small_split(tmp_path, n=8, num_shards=4, value=1, overwrite=True)
-    _, labels = next(iter(T.read_split(tmp_path, "train", 8)))
-    images, _ = next(iter(T.read_split(tmp_path, "train", 8)))
+    _, labels = next(iter(read_split(tmp_path, "train", 8)))
+    images, _ = next(iter(read_split(tmp_path, "train", 8)))
     assert (images.numpy() == 1).all() and labels.numpy().tolist() == list(range(8))
 
 
@@ -469,7 +470,7 @@ def test_skipping_damaged_records_finishes_and_reports_what_was_lost(tmp_path):
     def read_all():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            ds = T.read_split(tmp_path, "train", 4, skip_damaged=True, parallel_reads=2)
+            ds = read_split(tmp_path, "train", 4, skip_damaged=True, parallel_reads=2)
             labels = np.concatenate([y for _, y in ds.as_numpy_iterator()])
         return ds, labels, caught
 

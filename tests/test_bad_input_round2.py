@@ -19,10 +19,14 @@ import pytest
 import tensorflow as tf
 
 from helpers.storage import tfrecord as T
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.storage.tfrecord import ShardError
 from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 from helpers.storage.blocks import read_block_index
 from tests.test_bad_input import edit_manifest, finishes_within, small_split
+
+# What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
+CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -165,14 +169,14 @@ def test_verify_catches_a_shard_whose_record_count_was_edited(tmp_path):
 
     edit_manifest(tmp_path, shrink)
     with pytest.raises(ShardError, match=r"train-00000-of-00004\.tfrecord: holds 10 records but the manifest says 1"):
-        T.read_split(tmp_path, "train", 8, verify=True)
+        read_split(tmp_path, "train", 8, verify=True)
 
 
 def test_a_total_that_does_not_add_up_is_refused_without_verify(tmp_path):
     small_split(tmp_path, n=40, num_shards=4)
     edit_manifest(tmp_path, lambda split: split.update(total_records=30))
     with pytest.raises(ShardError, match="total_records=30 in 4 shards, but its 4 shards list 40 records"):
-        T.read_split(tmp_path, "train", 8)
+        read_split(tmp_path, "train", 8)
 
 
 # ---------------------------------------------------------------- 5. cleanup removes only the writer's own files
@@ -287,14 +291,14 @@ def test_a_budget_that_is_no_limit_is_refused(tmp_path, budget):
 
     small_split(tmp_path)
     with pytest.raises(ValueError, match="budget_mib must be a finite number of MiB above 0"):
-        peak_training_memory("stream", tmp_path, "train", budget_mib=budget)
+        peak_training_memory("stream", tmp_path, "train", budget_mib=budget, **CHILD)
 
 
 def test_a_budget_below_tensorflows_own_size_is_reported_not_raised(tmp_path):
     from helpers.measure.peak_memory import peak_training_memory
 
     small_split(tmp_path)
-    run = peak_training_memory("stream", tmp_path, "train", budget_mib=64)
+    run = peak_training_memory("stream", tmp_path, "train", budget_mib=64, **CHILD)
     assert not run.finished and "ran out of memory under the budget" in run.error, run
 
 
@@ -375,7 +379,7 @@ def test_ignore_errors_after_read_split_ends_with_the_readable_records(tmp_path)
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
     for batch_size in (None, 4):
-        ds = T.read_split(tmp_path, "train", batch_size).ignore_errors()
+        ds = read_split(tmp_path, "train", batch_size).ignore_errors()
         assert int(ds.cardinality()) != 0
         batches = finishes_within(30, lambda: list(ds))
         labels = [int(v) for _, y in batches for v in np.atleast_1d(y.numpy())]

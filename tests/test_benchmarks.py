@@ -1,9 +1,10 @@
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,16 +76,24 @@ def test_a_result_is_judged_on_its_interval_not_on_its_median():
     assert Result("k", "m", "≤ 1.10", value=1.069).met is True and Result("k", "m", "-", value=2.0).met is None
 
 
-def test_the_benchmark_seed_pipeline_runs_as_notebook_05s_does():
-    """"The older article's pipeline" is one thing: the benchmark switches off the same TensorFlow 2
-    optimisations that notebook 05's AS_TF1 does."""
-    from benchmarks.bench_mnist import AS_TF1
+def test_the_benchmarks_measure_the_lessons_own_pipelines(tmp_path):
+    """"Notebook 04's pipeline" and "the older article's pipeline" are each one thing: the benchmark builds them
+    with the lessons' saved code, and the article's runs as TensorFlow 1.x ran it (notebook 05's options)."""
+    from benchmarks import bench_mnist
+    from helpers.lessons import pipeline_profiling, tfdata_mnist
+    from helpers.storage.tfrecord import write_shards
 
-    notebook = json.loads((ROOT / "notebooks" / "05_pipeline_profiling.ipynb").read_text())
-    source = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
-    in_notebook = set(re.findall(r"AS_TF1\.experimental_optimization\.(\w+) = False", source))
-    assert in_notebook == {"map_parallelization", "map_and_batch_fusion", "inject_prefetch"}
-    assert all(getattr(AS_TF1.experimental_optimization, name) is False for name in in_notebook)
+    assert bench_mnist.make_train_ds is tfdata_mnist.make_train_ds
+    assert bench_mnist.make_cached_ds is tfdata_mnist.make_cached_ds
+    assert bench_mnist.article_pipeline is pipeline_profiling.article_pipeline
+    images, labels = np.arange(6 * 28 * 28, dtype=np.uint8).reshape(6, 28, 28), np.arange(6) % 3
+    write_shards(zip(images, labels), tmp_path / "float", "train", 2, total=6, encoding="float_list", progress=False)
+    seed = bench_mnist.seed_pipeline(tmp_path / "float", 4)
+    optimization = seed.options().experimental_optimization
+    assert (optimization.map_parallelization, optimization.map_and_batch_fusion, optimization.inject_prefetch) == (
+        False, False, False)
+    got = np.concatenate([x.numpy() for x, _ in seed])
+    assert sorted(map(bytes, (got * 255).round().astype(np.uint8))) == sorted(map(bytes, images))
 
 
 def test_the_gpu_appetite_script_measures_every_model_at_each_batch_size():

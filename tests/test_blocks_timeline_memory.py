@@ -14,6 +14,9 @@ from helpers.lessons.pipeline_profiling import (STEP, WAIT, parse_block_fn, read
                                                 traced_map, write_blocks)
 from helpers.storage.blocks import block_file_name, read_block_index
 
+# What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
+CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
+
 
 @pytest.fixture(scope="module")
 def digits():
@@ -168,7 +171,7 @@ def test_loading_everything_peaks_higher_than_streaming_in_a_child_process(tmp_p
     picked = np.arange(n) % len(x)
     write_shards(((x[i], y[i]) for i in picked), tmp_path, "train", 4, total=n, progress=False)
     with ThreadPoolExecutor(max_workers=2) as pool:   # two fresh processes at once: each measures only itself
-        load, stream = pool.map(lambda mode: peak_training_memory(mode, tmp_path, "train"), ("load", "stream"))
+        load, stream = pool.map(lambda mode: peak_training_memory(mode, tmp_path, "train", **CHILD), ("load", "stream"))
     assert isinstance(load, MemoryRun) and load.samples == stream.samples == n
     assert load.floor_mib > 100 and load.peak_mib >= load.floor_mib
     assert load.peak_mib - stream.peak_mib > load.data_mib  # at least one extra copy of the data
@@ -176,6 +179,21 @@ def test_loading_everything_peaks_higher_than_streaming_in_a_child_process(tmp_p
 
 def test_a_failing_child_is_reported_with_its_error(tmp_path):
     with pytest.raises(RuntimeError, match="manifest"):
-        peak_training_memory("stream", tmp_path, "train")
+        peak_training_memory("stream", tmp_path, "train", **CHILD)
     with pytest.raises(ValueError, match="mode"):
-        peak_training_memory("neither", tmp_path, "train")
+        peak_training_memory("neither", tmp_path, "train", **CHILD)
+
+
+@pytest.mark.parametrize("function", ["os:system", "helpers.x:y; rm -rf /", "helpers/../x:y", "subprocess:run",
+                                      "helpers.measure.peak_memory:no_such_function", lambda: None, print])
+def test_the_memory_child_runs_only_a_named_function_of_the_helpers_package(tmp_path, function):
+    """The child's function crosses the command line as a name: nothing there may become other code to run."""
+    with pytest.raises(ValueError, match="helpers"):
+        peak_training_memory("stream", tmp_path, "train", train=function, model=CHILD["model"])
+
+
+def test_the_memory_child_names_the_function_it_was_given():
+    from helpers.lessons.pipeline_profiling import train_one_epoch
+    from helpers.measure.peak_memory import function_name, load_function
+
+    assert function_name(train_one_epoch) == CHILD["train"] and load_function(CHILD["train"]) is train_one_epoch

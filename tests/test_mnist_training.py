@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from helpers.storage import tfrecord as T
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.lessons.tfdata_mnist import article_mlp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def test_the_article_mlp_takes_uint8_and_scales_inside():
 
 def test_shuffled_read_split_gives_every_record_once_per_epoch_in_a_new_order(tmp_path):
     _, labels = write_digits(tmp_path)
-    ds = T.read_split(tmp_path, "train", 64, parallel_reads=4, shuffle_buffer=100, seed=None)
+    ds = read_split(tmp_path, "train", 64, parallel_reads=4, shuffle_buffer=100, seed=None)
     assert int(ds.cardinality()) == 8 and ds.element_spec[0].dtype.name == "uint8"
     epochs = [np.concatenate([y.numpy() for _, y in ds]) for _ in range(2)]
     assert all(np.array_equal(np.sort(e), np.sort(labels)) for e in epochs)
@@ -52,17 +53,16 @@ def test_verify_names_a_shard_whose_bytes_changed(tmp_path):
     data = bytearray(path.read_bytes())
     data[-20] ^= 0xFF  # deep in the last record: the first-record check cannot see it
     path.write_bytes(bytes(data))
-    T.read_split(tmp_path, "train", 64)  # size and first record are fine
+    read_split(tmp_path, "train", 64)  # size and first record are fine
     with pytest.raises(T.ShardError, match=rf"{re.escape(str(path))}: .*checksum"):
-        T.read_split(tmp_path, "train", 64, verify=True)
+        read_split(tmp_path, "train", 64, verify=True)
 
 
 TRAINER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     import keras
-    from helpers.lessons.tfdata_mnist import article_mlp
-    from helpers.storage.tfrecord import read_split
+    from helpers.lessons.tfdata_mnist import article_mlp, read_split
 
     shards, backup, log, marker, hang = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5] == "hang"
 

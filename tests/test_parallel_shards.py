@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from helpers.storage import tfrecord as T
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.storage.tfrecord import FeatureSpec, ShardError
 from helpers.storage.tfrecord.manifest import SplitManifest, update_split
 from helpers.storage.tfrecord.write import shard_range
@@ -40,7 +41,7 @@ def whole(directory):
 
 
 def labels_read(directory):
-    return np.concatenate([y.numpy() for _, y in T.read_split(directory, "train", 7)]).tolist()
+    return np.concatenate([y.numpy() for _, y in read_split(directory, "train", 7)]).tolist()
 
 
 # A writer of some shards, in its own process: sleeps `pause` s per record (so that writers overlap), and before
@@ -90,7 +91,7 @@ def test_shards_written_in_any_order_complete_the_split_with_the_last_one(tmp_pa
         manifest = write_part(tmp_path, part)
         assert not manifest.complete
         with pytest.raises(ShardError, match=r"incomplete \(\d of 6 shards written\)"):
-            T.read_split(tmp_path, "train")
+            read_split(tmp_path, "train")
     assert [s.file[6:11] for s in manifest.shards] == ["00000", "00001", "00002", "00004", "00005"]   # by index
     manifest = write_part(tmp_path, [3])
     assert manifest.complete and labels_read(tmp_path) == list(range(TOTAL))
@@ -207,7 +208,7 @@ def test_serialized_records_are_written_and_checked_but_read_only_by_their_own_p
     manifest = T.write_shards(records, tmp_path, "photos", 3, encoding="serialized", spec=spec, progress=False)
     assert manifest.complete and manifest.encoding == "serialized" and all(r.ok for r in T.verify_shards(tmp_path))
     with pytest.raises(ShardError, match="serialized itself .* read_split cannot parse them"):
-        T.read_split(tmp_path, "photos")
+        read_split(tmp_path, "photos")
     files = T.read_manifest(tmp_path, "photos", serialized=True).files(tmp_path)
     assert [r.numpy() for r in tf.data.TFRecordDataset(files)] == records
     assert T.write_shards(records, tmp_path, "photos", 3, encoding="serialized", spec=spec, progress=False) == manifest

@@ -14,6 +14,9 @@ import tensorflow as tf
 from helpers.data.standins import make_digits
 from helpers.storage.tfrecord import write_shards
 
+# What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
+CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -167,7 +170,7 @@ def test_loading_more_than_the_budget_fails_where_streaming_fits(tmp_path):
     small = tmp_path / "small"
     write_shards(zip(x, y), small, "train", 2, total=len(x), progress=False)
     with ThreadPoolExecutor(max_workers=2) as pool:   # both children at once, each under its own budget
-        load, stream = pool.map(lambda job: peak_training_memory(job[0], job[1], "train", budget_mib=900),
+        load, stream = pool.map(lambda job: peak_training_memory(job[0], job[1], "train", budget_mib=900, **CHILD),
                                 [("load", tmp_path), ("stream", small)])
     assert not load.finished and "out of memory" in load.error
     assert stream.finished and stream.peak_mib < 900 and stream.budget_mib == 900

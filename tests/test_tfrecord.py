@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.storage import tfrecord as T
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.storage.tfrecord import FeatureSpec, ShardError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ def random_images(rng, n, shape, dtype):
 
 
 def read_all(directory, split, batch_size, vectorized):
-    ds = T.read_split(directory, split, batch_size, vectorized=vectorized)
+    ds = read_split(directory, split, batch_size, vectorized=vectorized)
     images, labels = [], []
     for x, y in ds.as_numpy_iterator():
         images.append(x if batch_size else x[None])
@@ -171,7 +172,7 @@ def test_other_data_is_never_taken_for_complete_shards(tmp_path):
 def test_reading_a_missing_split_says_which_exist(tmp_path):
     T.write_shards(zip(np.zeros((2, 2), np.uint8), range(2)), tmp_path, "train", 1, total=2, progress=False)
     with pytest.raises(ShardError, match=r"no split 'validation' \(splits there: train\)"):
-        T.read_split(tmp_path, "validation")
+        read_split(tmp_path, "validation")
     with pytest.raises(ShardError, match=r"no split 'validation'"):
         T.verify_shards(tmp_path, "validation")
 
@@ -237,7 +238,7 @@ def test_exception_mid_shard_leaves_no_file_under_a_final_name(tmp_path):
     assert [r.ok for r in written] == [True, True]
     assert unwritten.problem == "2 shard(s) never written: resume the write"
     with pytest.raises(ShardError, match="incomplete .2 of 4 shards written.*resume"):
-        T.read_split(tmp_path, "train")
+        read_split(tmp_path, "train")
 
 
 KILLED_WRITER = textwrap.dedent("""
@@ -297,3 +298,18 @@ def test_resume_rewrites_a_shard_whose_checksum_no_longer_matches(tmp_path):
     damaged.write_bytes(damaged.read_bytes()[:-1])
     _write_small(tmp_path)
     assert all(r.ok for r in T.verify_shards(tmp_path))
+
+
+def test_write_shards_writes_notebook_02s_record_format_and_its_parse_reads_it(tmp_path):
+    """The series' format is the one notebook 02 teaches (`image_example`, `parse_batch`): the writer's faster
+    encoder gives the same bytes, and the lesson's parse reads the shards back."""
+    import tensorflow as tf
+    from helpers.lessons.tfrecord_conversion import image_example, parse_batch
+
+    images = np.random.default_rng(3).integers(0, 256, (5, 4, 3), dtype=np.uint8)
+    labels = np.array([0, 9, 3, 2**40, 1])
+    manifest = T.write_shards(zip(images, labels), tmp_path, "train", 1, total=5, progress=False)
+    written = [r.numpy() for r in tf.data.TFRecordDataset(manifest.files(tmp_path))]
+    assert written == [image_example(x, y).SerializeToString(deterministic=True) for x, y in zip(images, labels)]
+    got_images, got_labels = parse_batch(tf.constant(written), shape=(4, 3))
+    assert np.array_equal(got_images.numpy(), images) and got_labels.numpy().tolist() == labels.tolist()

@@ -6,7 +6,7 @@ import tensorflow as tf
 import keras
 
 
-# ---------------- from 07_capstone_photos.ipynb, 2. The baseline: `image_dataset_from_directory` (cell 11)
+# ---------------- defined in notebooks/07_capstone_photos.ipynb, section: 2. The baseline: `image_dataset_from_directory`
 def augmentation(seed=None):
     """Random changes that keep a photo's class: a mirror image, a shift of up to a tenth of each side and a
     change of contrast. Keras preprocessing layers: they run inside a model (on its device, only while it
@@ -34,7 +34,7 @@ def photo_classifier(input_shape=(96, 96, 3), num_classes=8, *, augment=False, l
     return model
 
 
-# ---------------- from 07_capstone_photos.ipynb, 3. A real folder has bad files (cell 23)
+# ---------------- defined in notebooks/07_capstone_photos.ipynb, section: 3. A real folder has bad files
 import io
 from pathlib import Path
 
@@ -88,7 +88,7 @@ def inspect_photo(path):
     return None, True
 
 
-# ---------------- from 07_capstone_photos.ipynb, 4. Conversion: resized once, or the original bytes (cell 27)
+# ---------------- defined in notebooks/07_capstone_photos.ipynb, section: 4. Conversion: resized once, or the original bytes
 def resized_pixels(path, size):
     """A file's pixels, decoded once and resized to size×size RGB uint8: what a resized-once record holds."""
     with Image.open(path) as image:
@@ -113,7 +113,7 @@ def jpeg_example(data, label):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
-# ---------------- from 07_capstone_photos.ipynb, Several processes, one split (cell 31)
+# ---------------- defined in notebooks/07_capstone_photos.ipynb, section: Several processes, one split
 import time
 
 from helpers.storage.labels import class_labels
@@ -147,8 +147,8 @@ def convert_shards(files, labels, out, split, num_shards, shards, size, fingerpr
     return timings
 
 
-# ---------------- from 07_capstone_photos.ipynb, 5. The decode-and-augment pipeline, one step at a time (cell 45)
-from helpers.storage.tfrecord import read_split
+# ---------------- defined in notebooks/07_capstone_photos.ipynb, section: 5. The decode-and-augment pipeline, one step at a time
+from helpers.lessons.tfdata_mnist import read_split
 
 
 def read_photos(directory, split, batch_size, *, shuffle=False, augment=None, parallel_reads=4, seed=None):

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, Block records: one record, many images (cell 7)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Block records: one record, many images
 from helpers.storage.blocks import spec_tag   # plumbing: a FeatureSpec as the string 'uint8 (28, 28)'
 
 BLOCK_SIZE = 256   # images per block record
@@ -20,7 +20,7 @@ def block_example(images, labels, tag):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, Writing: one file per shard, one record per block (cell 11)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Writing: one file per shard, one record per block
 from helpers.storage.blocks import block_write   # plumbing: checks, lock, file names, temporary files, index
 
 def write_blocks(images, labels, directory, split, num_shards=8, block_size=BLOCK_SIZE, num_classes=None):
@@ -36,7 +36,7 @@ def write_blocks(images, labels, directory, split, num_shards=8, block_size=BLOC
     return write.directory
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, Reading: parse, mix, rebatch (cell 15)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Reading: parse, mix, rebatch
 def parse_block_fn(spec, source="these block records"):
     """A function for `dataset.map`: one block record -> `(images, labels)`, a batch of the block's images."""
     description = {"images": tf.io.FixedLenFeature([], tf.string), "labels": tf.io.VarLenFeature(tf.int64),
@@ -58,14 +58,14 @@ def parse_block_fn(spec, source="these block records"):
     return parse
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, Reading: parse, mix, rebatch (cell 18)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Reading: parse, mix, rebatch
 def mix_images(images, labels, seed=None):
     """A window of images and their labels, shuffled together with one gather."""
     order = tf.random.shuffle(tf.range(tf.shape(labels)[0]), seed=seed)
     return tf.gather(images, order), tf.gather(labels, order)
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, Reading: parse, mix, rebatch (cell 20)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Reading: parse, mix, rebatch
 from helpers.storage.blocks import open_block_split   # plumbing: argument checks, the index checked, checksums
 from helpers.storage.tfrecord.read import exact_length
 
@@ -90,7 +90,39 @@ def read_blocks(directory, split, batch_size=256, *, shuffle=False, mix_blocks=8
     return exact_length(ds.rebatch(batch_size), -(-info.total_records // batch_size), where)
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 31)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+SHUFFLE_BUFFER = 10_000
+
+def float_features():
+    """How the article's records are described to the parser: 784 floats and an integer label."""
+    return {"image": tf.io.FixedLenFeature([28 * 28], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64)}
+
+def parse_float_record(serialized):
+    """The article's parse: one record → a float image scaled to 0-1, and its label."""
+    features = tf.io.parse_single_example(serialized, float_features())
+    return tf.reshape(features["image"], (28, 28)) / 255.0, features["label"]
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+def tf1_options():
+    """tf.data options that run a pipeline as TensorFlow 1.x ran it: none of the three optimisations above."""
+    options = tf.data.Options()
+    options.experimental_optimization.map_parallelization = False
+    options.experimental_optimization.map_and_batch_fusion = False
+    options.experimental_optimization.inject_prefetch = False
+    return options
+
+def article_pipeline(files, n_records, batch_size, shuffle_buffer=SHUFFLE_BUFFER):
+    """The older article's train.py input: files in order, per-record parse, shuffle, batch. No parallelism."""
+    return (tf.data.TFRecordDataset(files)
+            .apply(tf.data.experimental.assert_cardinality(n_records))   # its length: the manifest's count
+            .map(parse_float_record)
+            .shuffle(shuffle_buffer)
+            .batch(batch_size)
+            .with_options(tf1_options()))
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 from helpers.measure import Samples
 
 def waiting_share(model_alone, together, after_first_step=False):
@@ -105,7 +137,7 @@ def waiting_share(model_alone, together, after_first_step=False):
     return Samples([max(0.0, 1 - seconds(alone) / seconds(both)) for alone, both in zip(model_alone, together)])
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 34)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND = 0.05, 0.20   # the TensorFlow Profiler's lines on the waiting share
 
 def input_bound_verdict(share):
@@ -120,7 +152,7 @@ def crossed_lines(share):
     return [f"{line:.0%}" for line in (NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND) if low < line <= high]
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 37)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 from dataclasses import dataclass
 
 @dataclass
@@ -152,7 +184,7 @@ class Diagnosis:
         return describe_diagnosis(self)
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 38)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 def describe_diagnosis(d):
     """A `Diagnosis` in words: the verdict, the three rates, whether the verdict is firm, and the GPU."""
     text = (f"{d.verdict}: {d.waiting_share.median:.0%} of each step waits for input "
@@ -171,7 +203,7 @@ def describe_diagnosis(d):
     return text
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 2. The method: the pipeline alone, the model alone, both together (cell 39)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 from helpers.measure import alternate, fit_epoch, pipeline_epoch
 
 def diagnose(make, model, *, rounds=6, gpu_appetite=None):
@@ -197,7 +229,17 @@ def diagnose(make, model, *, rounds=6, gpu_appetite=None):
                      waiting_share(alone, together, after_first_step=True) if several_marks else None)
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 52)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 3. One technique at a time
+def gain_verdict(gain):
+    """A gain (a ratio of rates, with its interval) in words, chosen by the interval: faster, slower or no
+    measurable difference. Notebook 07 words its own ladder with it."""
+    low, high = gain.interval
+    return {"above": f"faster: ×{gain.median:.2f} (interval ×{low:.2f}–×{high:.2f}, above 1)",
+            "below": f"slower: ×{gain.median:.2f} (interval ×{low:.2f}–×{high:.2f}, below 1)",
+            "holds": f"no measurable difference here (interval ×{low:.2f}–×{high:.2f} holds 1)"}[gain.compared_to(1.0)]
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
 WAIT, STEP = "waiting for input", "training step"   # the consumer's two stages, timed in Python
 
 def start_spans(dataset):
@@ -223,7 +265,7 @@ def traced_map(dataset, fn, stage, **map_args):
     return dataset.map(timed, **map_args)
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 54)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
 from dataclasses import dataclass, field
 
 @dataclass
@@ -255,7 +297,7 @@ class Timeline:
         return float(np.median(waits))
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 55)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
 import time
 
 def record_timeline(dataset, consume=None, max_batches=None):
@@ -280,7 +322,7 @@ def record_timeline(dataset, consume=None, max_batches=None):
     return Timeline([{stage: (a - origin, b - origin) for stage, (a, b) in row.items()} for row in raw])
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 4. Timelines: where the time goes (cell 56)
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
 # extra code – draw a Timeline: one row per batch (the first at the top), one coloured bar per stage
 def plot_timeline(timeline, ax, title):
     """Draw `timeline` on `ax`, one bar per stage per batch, with the legend below the axes."""
@@ -303,8 +345,9 @@ def plot_timeline(timeline, ax, title):
               bbox_to_anchor=(0.5, -0.15), ncol=len(stages), fontsize="small")   # below the axes, off the bars
 
 
-# ---------------- from 05_pipeline_profiling.ipynb, 8. Memory: streaming stays flat, loading everything grows (cell 72)
-from helpers.storage.tfrecord import read_manifest, read_split
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 8. Memory: streaming stays flat, loading everything grows
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.storage.tfrecord import read_manifest
 
 def train_one_epoch(model, mode, directory, split, batch_size=256):
     """Train `model` for one epoch of the shards of `split`: "load" reads them all into arrays first, "stream"

@@ -6,7 +6,7 @@ import tensorflow as tf
 import keras
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 2. A `PyDataset`, from the ground up (cell 11)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 2. A `PyDataset`, from the ground up
 import math
 
 class ImageBatches(keras.utils.PyDataset):
@@ -39,7 +39,7 @@ class ImageBatches(keras.utils.PyDataset):
         raise NotImplementedError
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 2. A `PyDataset`, from the ground up (cell 13)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 2. A `PyDataset`, from the ground up
 class ArrayImageBatches(ImageBatches):
     """Batches from a uint8 array: in memory, or memory-mapped from a `.npy` file on disk.
 
@@ -55,7 +55,7 @@ class ArrayImageBatches(ImageBatches):
         return np.asarray(self.images[np.sort(indices)])  # the order within a batch does not matter
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 2. A `PyDataset`, from the ground up (cell 19)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 2. A `PyDataset`, from the ground up
 from helpers.storage.png_folder import check_png_folder, load_png
 
 class PngFolderBatches(ImageBatches):
@@ -79,7 +79,7 @@ class PngFolderBatches(ImageBatches):
         return np.stack([load_png(self.paths[i], self.image_shape) for i in indices])
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder (cell 23)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 3. The article's autoencoder
 def conv_block(x, filters):
     """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit."""
     x = keras.layers.Conv2D(filters, (3, 3), padding="same")(x)
@@ -87,7 +87,7 @@ def conv_block(x, filters):
     return keras.layers.Activation("relu")(x)
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder (cell 24)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 3. The article's autoencoder
 def article_autoencoder(input_shape=(32, 32, 3)):
     """The article's CIFAR-10 convolutional autoencoder: a 4x4x8 code for a 32x32x3 image, compiled as the
     article did (Adam, binary cross-entropy against the input).
@@ -109,7 +109,7 @@ def article_autoencoder(input_shape=(32, 32, 3)):
     return model
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 41)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: A `tf.data` pipeline over the PNG folder
 from helpers.storage.png_folder import PNG_END, PNG_SIGNATURE
 
 def read_png_pair(path, shape=(32, 32, 3)):
@@ -134,7 +134,7 @@ def read_png_pair(path, shape=(32, 32, 3)):
     return image, image
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 43)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: A `tf.data` pipeline over the PNG folder
 def tf_dataset_from_png_folder(folder, prefix, batch_size, *, shuffle=True, seed=None, limit=None,
                                image_shape=(32, 32, 3), threads=None):
     """A `tf.data` pipeline over a PNG folder: file names → read → check → decode → batch, as `(x, x)` pairs.
@@ -151,7 +151,7 @@ def tf_dataset_from_png_folder(folder, prefix, batch_size, *, shuffle=True, seed
             .prefetch(tf.data.AUTOTUNE))
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, One file of raw pixels, memory-mapped (cell 46)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: One file of raw pixels, memory-mapped
 from pathlib import Path
 
 from helpers.storage.files import write_then_rename
@@ -176,7 +176,7 @@ def export_packed_uint8(images, path, chunk=4096):
     return path
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 56)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: Cold reads: past the page cache
 import os
 
 def can_drop_page_cache():
@@ -204,7 +204,7 @@ def drop_from_page_cache(paths):
     return True
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 58)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: Cold reads: past the page cache
 from dataclasses import dataclass
 
 from helpers.measure import Samples
@@ -226,7 +226,7 @@ class ColdRead:
         return self.slowdown.interval[0] > REACHED_DISK
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 59)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: Cold reads: past the page cache
 from pathlib import Path
 
 from helpers.measure import alternate, timed
@@ -254,7 +254,7 @@ def cold_read_slowdown(paths, rounds=6):
     return ColdRead(measured.samples("cold"), measured.samples("cached"), measured.ratio("cold", "cached"), megabytes)
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 9. Bad files (cell 74)
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 9. Bad files
 import warnings
 from pathlib import Path
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 import keras
 
 
-# ---------------- from 06_scaling_out.ipynb, 3. Several machines: `MultiWorkerMirroredStrategy` (cell 11)
+# ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
 def file_sharded_dataset(directory, split, global_batch, workers):
     """One worker's training batches, sharded by FILE, and the number of steps every worker can run per epoch."""
     from helpers.storage.tfrecord import read_manifest
@@ -30,7 +30,7 @@ def file_sharded_dataset(directory, split, global_batch, workers):
     return dataset.with_options(options), steps
 
 
-# ---------------- from 06_scaling_out.ipynb, 3. Several machines: `MultiWorkerMirroredStrategy` (cell 14)
+# ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
 def replicated_training(strategy, global_batch):
     """The article's MLP with its variables mirrored by `strategy`, and a step that trains it on one global batch."""
     from helpers.lessons.tfdata_mnist import article_mlp
@@ -55,7 +55,7 @@ def replicated_training(strategy, global_batch):
     return model, train_step
 
 
-# ---------------- from 06_scaling_out.ipynb, 3. Several machines: `MultiWorkerMirroredStrategy` (cell 16)
+# ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
 def train_worker(directory, split, epochs, global_batch):
     """What every worker of the cluster runs: join it (TF_CONFIG), train on its own files, return a report."""
     import hashlib
@@ -75,7 +75,7 @@ def train_worker(directory, split, epochs, global_batch):
             "weights_sha256": hashlib.sha256(weights.tobytes()).hexdigest()}
 
 
-# ---------------- from 06_scaling_out.ipynb, 4. The tf.data service: preprocessing on other machines (cell 23)
+# ---------------- defined in notebooks/06_scaling_out.ipynb, section: 4. The tf.data service: preprocessing on other machines
 HEARTBEAT_MS = 200          # workers report to the dispatcher five times a second …
 WORKER_TIMEOUT_MS = 2_000   # … and one silent for two seconds is taken as gone
 
@@ -93,7 +93,7 @@ def start_worker(dispatcher, port=0):
                                                      heartbeat_interval_ms=HEARTBEAT_MS))
 
 
-# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 45)
+# ---------------- defined in notebooks/06_scaling_out.ipynb, section: 5. Conversion at scale with Apache Beam
 CHUNK = 1_000   # records per unit of work: what a runner hands one worker at a time
 
 
@@ -119,7 +119,7 @@ def encode_chunk_dofn():
     return EncodeChunk
 
 
-# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 47)
+# ---------------- defined in notebooks/06_scaling_out.ipynb, section: 5. Conversion at scale with Apache Beam
 def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shards):
     """Add the conversion to a Beam `pipeline`: chunk starts → encoded records → `num_shards` TFRecord files."""
     import apache_beam as beam
@@ -133,7 +133,7 @@ def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shar
                                                  shard_name_template="-SSSSS-of-NNNNN"))
 
 
-# ---------------- from 06_scaling_out.ipynb, 5. Conversion at scale with Apache Beam (cell 51)
+# ---------------- defined in notebooks/06_scaling_out.ipynb, section: 5. Conversion at scale with Apache Beam
 def records_digest(files):
     """How many records the files hold, and a SHA-256 of their sorted per-record hashes: equal for the
     same records in any order and any split into files."""

@@ -1,17 +1,21 @@
 """Peak memory of one training epoch, measured in a fresh child process: the launcher and the measurement.
 
-What the child trains is notebook 05's `train_one_epoch` (load everything into arrays, or stream
-from shards; `helpers.lessons.pipeline_profiling`). A process's peak resident set size (RSS) only
-ever grows, and TensorFlow keeps memory it has used, so each run is a fresh Python process: it
-builds the article's MLP, notes its size (the floor every run pays, whatever the data), trains one
-epoch and reports its own peak. On Linux the peak is the kernel's high-water mark for the
+What the child runs is given by the caller: a function that builds the model (`model`) and one that trains it for
+one epoch (`train(model, mode, directory, split, batch_size)`; notebook 05's `train_one_epoch` loads everything into
+arrays or streams from shards). They cross to the child as importable "module:function" names inside the `helpers`
+package, so nothing passed on its command line can become other code to run. A process's peak resident set size (RSS)
+only ever grows, and TensorFlow keeps memory it has used, so each run is a fresh Python process: it builds the model,
+notes its size (the floor every run pays, whatever the data), trains one epoch and reports its own peak. On Linux the peak is the kernel's high-water mark for the
 process's memory (`VmHWM` in `/proc/self/status`), not `getrusage`'s `ru_maxrss`: a child
 started from a large parent (a notebook kernel with TensorFlow loaded) inherits the parent's
 `ru_maxrss` across `fork` and `exec`, so it would report the parent's size, not its own.
 
-    peak_training_memory("load", "data/mnist-tfrecord", "train")     # -> MemoryRun
-    peak_training_memory("stream", "data/big", "train", budget_mib=1280)  # under a memory budget
-    python -m helpers.measure.peak_memory stream data/mnist-tfrecord train 256  # what the child runs
+    from helpers.lessons.pipeline_profiling import train_one_epoch
+    from helpers.lessons.tfdata_mnist import article_mlp
+    peak_training_memory("load", "data/mnist-tfrecord", "train", train=train_one_epoch, model=article_mlp)  # MemoryRun
+    peak_training_memory("stream", "data/big", "train", budget_mib=1280, train=..., model=...)  # under a budget
+    python -m helpers.measure.peak_memory helpers.lessons.pipeline_profiling:train_one_epoch \
+        helpers.lessons.tfdata_mnist:article_mlp stream data/mnist-tfrecord train 256   # what the child runs
 
 With `budget_mib`, the child limits its own memory before importing anything heavy
 (`resource.setrlimit(RLIMIT_DATA, ...)`: the kernel refuses to give the process more writable
@@ -20,18 +24,23 @@ instead of slowing this one down. The failure is reported, not raised.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from helpers.setup.processes import child_environment
 
 MODES = ("load", "stream")
+# The functions a child may run: a module of this package and a function in it, by name (never a path or code).
+FUNCTION_NAME = re.compile(r"helpers(?:\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
 OUT_OF_MEMORY_EXIT = 3  # the child's exit code when an allocation failed under its budget
 
 
@@ -74,9 +83,41 @@ def _current_rss_mib() -> float:
         return _peak_rss_mib()
 
 
+def function_name(function: Callable | str) -> str:
+    """The "module:function" name a child process imports `function` by, checked: a function defined at the top
+    of a module of the `helpers` package (a lesson's saved code, say), which that name gives back. A name given as a
+    string is checked the same way. Anything else is a `ValueError` saying why.
+
+    >>> function_name(check_budget)
+    'helpers.measure.peak_memory:check_budget'
+    """
+    name = function if isinstance(function, str) else \
+        f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', '?')}"
+    if not FUNCTION_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} cannot run in a child process: it must be a function defined at the top of a "
+                         f"module of the helpers package (a notebook's function: save it with #@save first), given "
+                         f"as the function or as 'helpers.<module>:<function>'")
+    found = load_function(name)
+    if not isinstance(function, str) and found is not function:
+        raise ValueError(f"{name} does not name the function passed (another definition of it was run since)")
+    return name
+
+
+def load_function(name: str) -> Callable:
+    """The function a checked "helpers.<module>:<function>" name gives (`ValueError` for any other name)."""
+    if not FUNCTION_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a 'helpers.<module>:<function>' name")
+    module, _, attribute = name.partition(":")
+    function = getattr(importlib.import_module(module), attribute, None)
+    if not callable(function):
+        raise ValueError(f"{module} has no function {attribute!r}")
+    return function
+
+
 def peak_training_memory(mode: str, directory: str | Path, split: str, batch_size: int = 256,
-                         timeout: float = 900, budget_mib: float | None = None) -> MemoryRun:
-    """Run notebook 05's `train_one_epoch` in a fresh Python process and return what it measured.
+                         timeout: float = 900, budget_mib: float | None = None, *, train: Callable | str,
+                         model: Callable | str) -> MemoryRun:
+    """Run `train(model(), mode, directory, split, batch_size)` in a fresh Python process and return what it measured.
 
     Without a budget, a failure in the child is raised here as a `RuntimeError` with the
     child's last lines of output. With `budget_mib`, a child that runs out of memory under
@@ -86,8 +127,10 @@ def peak_training_memory(mode: str, directory: str | Path, split: str, batch_siz
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     if budget_mib is not None:
         budget_mib = check_budget(budget_mib)
+    functions = [function_name(train), function_name(model)]
     env = child_environment(gpu=False)   # host memory is measured; under a budget CUDA must never load
-    command = [sys.executable, "-m", "helpers.measure.peak_memory", mode, str(directory), split, str(batch_size)]
+    command = [sys.executable, "-m", "helpers.measure.peak_memory", *functions, mode, str(directory), split,
+               str(batch_size)]
     if budget_mib is not None:
         command.append(repr(budget_mib))
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
@@ -157,14 +200,13 @@ def limit_memory(budget_mib: float) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
-def _measure(mode: str, directory: str, split: str, batch_size: int) -> MemoryRun:
-    """In the child: build the article's MLP, note the floor, train one epoch with notebook 05's `train_one_epoch`."""
-    from helpers.lessons.pipeline_profiling import train_one_epoch
-    from helpers.lessons.tfdata_mnist import article_mlp
+def _measure(train: str, build: str, mode: str, directory: str, split: str, batch_size: int) -> MemoryRun:
+    """In the child: build the model, note the floor, train one epoch; `train` and `build` are checked names."""
     from helpers.storage.tfrecord import read_manifest
 
+    train_one_epoch, build_model = load_function(train), load_function(build)
     manifest = read_manifest(directory, split)
-    model = article_mlp()
+    model = build_model()
     floor = _current_rss_mib()
     train_one_epoch(model, mode, directory, split, batch_size)
     return MemoryRun(mode, manifest.total_records, manifest.total_records * manifest.spec.nbytes / 2**20, floor,
@@ -175,12 +217,12 @@ if __name__ == "__main__":
     from helpers.setup.processes import exit_with_parent
 
     exit_with_parent()  # an interrupted notebook must not leave a training child behind
-    mode_arg, directory_arg, split_arg, batch_arg = sys.argv[1:5]
-    budget = check_budget(float(sys.argv[5])) if len(sys.argv) > 5 else None
+    train_arg, model_arg, mode_arg, directory_arg, split_arg, batch_arg = sys.argv[1:7]
+    budget = check_budget(float(sys.argv[7])) if len(sys.argv) > 7 else None
     if budget is not None:
         limit_memory(budget)  # before TensorFlow is imported, so everything it allocates counts
     try:
-        run = _measure(mode_arg, directory_arg, split_arg, int(batch_arg))
+        run = _measure(train_arg, model_arg, mode_arg, directory_arg, split_arg, int(batch_arg))
     except Exception as error:  # under a budget, an allocation that fails anywhere (even importing TensorFlow)
         if budget is None or not _is_out_of_memory(error):
             raise

@@ -25,6 +25,8 @@ except ImportError:  # Windows
 
 # One path component: starts with a letter or digit, then letters, digits, '.', '_' or '-'.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# The first 8 bytes of every PNG file: PNG folders check files by it, TFRecord shards the PNG records they hold.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def check_name(name: str, what: str) -> str:

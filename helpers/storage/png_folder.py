@@ -19,11 +19,10 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from helpers.storage.files import (atomic_write_bytes, atomic_write_text, check_name, file_problem, fingerprint_arrays,
-                                   sync_all)
+from helpers.storage.files import (PNG_SIGNATURE, atomic_write_bytes, atomic_write_text, check_name, file_problem,
+                                   fingerprint_arrays, sync_all)
 from helpers.storage.labels import class_label, class_labels
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the last 12 bytes of every complete PNG file
 
 

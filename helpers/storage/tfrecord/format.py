@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from helpers.storage.png_folder import PNG_SIGNATURE
+from helpers.storage.files import PNG_SIGNATURE
 
 ENCODINGS = ("raw", "float_list", "tensor", "png")
 # float32 holds every value of these types exactly, so float_list round-trips them bit for bit.

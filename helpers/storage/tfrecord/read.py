@@ -1,14 +1,17 @@
-"""Reading a split back as a `tf.data` pipeline, with the manifest's files, counts and decoding."""
+"""What a pipeline over a split needs before it reads: the manifest's files and counts, checked
+(`readable_shards`), and a length that is exact and ends (`exact_length`). The pipelines themselves are the
+lessons': notebook 04's `read_split` and `make_train_ds` (`helpers.lessons.tfdata_mnist`)."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import tensorflow as tf
 
 from helpers.storage.files import file_problem
 from helpers.storage.tfrecord.check import TF_READ_ERRORS, short_tf_error, verify_shards
-from helpers.storage.tfrecord.format import ShardError, parse_batch_fn, parse_example_fn, png_header
+from helpers.storage.tfrecord.format import ShardError, png_header
 from helpers.storage.tfrecord.manifest import SplitManifest, manifest_path, read_manifest
 
 
@@ -87,25 +90,41 @@ def exact_length(ds: tf.data.Dataset, n: int, source: str) -> tf.data.Dataset:
     return tf.data.Dataset.zip((tf.data.Dataset.range(n), ds.concatenate(errors))).map(lambda _, element: element)
 
 
-def read_split(directory: str | Path, split: str, batch_size: int | None = 128, *, vectorized: bool = True,
-               parallel_reads: int | None = None, skip_damaged: bool = False, shuffle_buffer: int = 0,
-               seed: int | None = None, verify: bool = False) -> tf.data.Dataset:
-    """A dataset of `(image, label)` batches (or single records with `batch_size=None`), in file order, with the
-    manifest's files, compression, decoding and exact cardinality. Before anything is read, `check_shard_files`
-    names a missing, truncated or mis-described shard (`ShardError`).
+@dataclass(frozen=True)
+class ReadableShards:
+    """A split's shard files, checked, with how many records to read from each: what a pipeline reads."""
 
-    - `parallel_reads`: shards read at once (records then interleave across shards).
-    - `shuffle_buffer > 0`: a new order every epoch, as notebook 04 builds it: shards shuffled, read
-      `parallel_reads` at once whichever record is ready first, then mixed in a buffer of that many records.
+    manifest: SplitManifest
+    files: list[str]
+    counts: list[int]     # records to take from each file (fewer than the manifest's after `skip_damaged`)
+    source: str           # "split 'train' of data/mnist", for error messages
+
+    @property
+    def compression(self) -> str:
+        return self.manifest.compression or ""
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+
+def readable_shards(directory: str | Path, split: str, *, skip_damaged: bool = False,
+                    verify: bool = False) -> ReadableShards:
+    """The files of a split and their record counts, from its manifest, checked before anything is read: a
+    missing, truncated or mis-described shard is a `ShardError` naming the file (`check_shard_files`).
+
     - `verify=True`: read every shard once first (`verify_shards`: framing, CRCs, counts, SHA-256) and name each
       bad file. Otherwise damage that keeps a file's size shows up mid-read as TensorFlow's `DataLossError`, as
       it does for a file replaced after the dataset was made.
-    - `skip_damaged=True`: read every shard once first, then only the records before each file's first damaged
-      one; a `DamagedShardsWarning` counts what was lost and where (`.ignore_errors()` would say nothing).
+    - `skip_damaged=True`: read every shard once first, then count only the records before each file's first
+      damaged one; a `DamagedShardsWarning` counts what was lost and where (`.ignore_errors()` would say nothing).
+
+    A pipeline over these files (notebook 04's `read_split` and `make_train_ds`) takes `counts[i]` records from
+    `files[i]` and makes its length exact with `exact_length`.
     """
     directory = Path(directory)
     manifest = read_manifest(directory, split)
-    compression, source = manifest.compression or "", f"split {split!r} of {directory}"
+    source = f"split {split!r} of {directory}"
     if skip_damaged or verify:
         reports = verify_shards(directory, split)
         damaged = [r for r in reports if not r.ok]
@@ -115,30 +134,11 @@ def read_split(directory: str | Path, split: str, batch_size: int | None = 128, 
             warnings.warn(f"read_split(skip_damaged=True): {sum(r.lost for r in damaged):,} of "
                           f"{manifest.total_records:,} records of split {split!r} are unreadable and left out. {names}. "
                           f"Re-create the damaged shards with the same write_shards() call.",
-                          DamagedShardsWarning, stacklevel=2)
-        files, counts = [r.file for r in reports], [min(r.records, r.expected_records or 0) for r in reports]
-    else:
-        check_shard_files(directory, manifest)
-        if verify and damaged:
-            raise ShardError("; ".join(f"{report.file}: {report.problem}" for report in damaged)
-                             + ". Re-create the damaged shards with the same write_shards() call.")
-        files, counts = manifest.files(directory), [s.records for s in manifest.shards]
-    shuffle = shuffle_buffer > 0
-    pairs = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
-    if shuffle:
-        pairs = pairs.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    ds = pairs.interleave(lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression).take(n),
-                          cycle_length=parallel_reads or 1, num_parallel_calls=parallel_reads,
-                          deterministic=None if parallel_reads is None else not shuffle)
-    if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    total = sum(counts)
-    parse_one = parse_example_fn(manifest.encoding, manifest.spec, source)
-    if batch_size is None:
-        return exact_length(ds.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE), total, source)
-    if vectorized:
-        ds = ds.batch(batch_size).map(parse_batch_fn(manifest.encoding, manifest.spec, source),
-                                      num_parallel_calls=tf.data.AUTOTUNE)
-    else:
-        ds = ds.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)
-    return exact_length(ds, -(-total // batch_size), source)   # the length is counted in batches
+                          DamagedShardsWarning, stacklevel=3)
+        return ReadableShards(manifest, [r.file for r in reports],
+                              [min(r.records, r.expected_records or 0) for r in reports], source)
+    check_shard_files(directory, manifest)
+    if verify and damaged:
+        raise ShardError("; ".join(f"{report.file}: {report.problem}" for report in damaged)
+                         + ". Re-create the damaged shards with the same write_shards() call.")
+    return ReadableShards(manifest, manifest.files(directory), [s.records for s in manifest.shards], source)

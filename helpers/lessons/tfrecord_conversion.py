@@ -1,0 +1,25 @@
+# Generated from notebooks/02_tfrecord_conversion.ipynb by `python -m tools.notebooks save`: do not edit by hand.
+# Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
+"""02 · Converting data to sharded TFRecord files: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
+import tensorflow as tf
+
+
+# ---------------- defined in notebooks/02_tfrecord_conversion.ipynb, section: 2. `tf.train.Example`: a record that describes itself
+def image_example(image, label):
+    """One (image, label) pair as a tf.train.Example: pixels as raw bytes, label as int64."""
+    return tf.train.Example(features=tf.train.Features(feature={
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+    }))
+
+
+# ---------------- defined in notebooks/02_tfrecord_conversion.ipynb, section: 4. Reading back, bit for bit
+def parse_batch(serialized_batch, shape=(28, 28), dtype=tf.uint8):
+    """A batch of serialized records → images (batch, *shape) of `dtype` and int64 labels: one parse op and one
+    decode op for the whole batch, instead of one per record."""
+    features = tf.io.parse_example(serialized_batch, {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    })
+    images = tf.reshape(tf.io.decode_raw(features["image"], dtype), (-1, *shape))
+    return images, features["label"]
