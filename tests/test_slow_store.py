@@ -36,7 +36,7 @@ def source(tmp_path):
 
 
 def mounted(mountpoint) -> bool:
-    return os.path.ismount(mountpoint)
+    return slow_store.is_mounted(mountpoint)   # the kernel's table: a dead FUSE mount counts too
 
 
 def processes_naming(text: str) -> list[int]:
@@ -102,6 +102,14 @@ def test_dot_dot_is_refused_and_symlinks_are_not_followed(source, tmp_path):
                 folder.lstat(path)
         assert sorted(folder.list("/")) == ["a.bin", "empty.bin", "nested"]
         fd = folder.open_file("/nested/b.bin")   # what is inside is served
+        os.close(fd)
+    finally:
+        os.close(folder.fd)
+    (tmp_path / "source_link").symlink_to(source)   # the source's own path may be a link (to a data disk)
+    folder = SourceFolder(str(tmp_path / "source_link"))
+    try:
+        fd = folder.open_file("/a.bin")
+        assert os.fstat(fd).st_size == 3_000_000
         os.close(fd)
     finally:
         os.close(folder.fd)
@@ -239,15 +247,24 @@ def test_two_stores_at_once(source, tmp_path):
 
 
 @needs_fuse
-def test_the_server_unmounts_when_the_reader_is_killed(source):
+@pytest.mark.parametrize("from_thread", [False, True], ids=["main thread", "other thread"])
+def test_the_server_unmounts_when_the_reader_is_killed(source, from_thread):
     """A reader SIGKILLed inside its block runs no `finally`: the server notices its parent is gone, unmounts and
-    removes the mount point."""
+    removes the mount point. From the main thread Linux tells the server (PR_SET_PDEATHSIG); from another thread
+    (the signal would follow that thread) the server's watcher does."""
     script = textwrap.dedent(f"""
-        import time
+        import threading, time
         from helpers.storage.slow_store import mounted_slow_store
-        with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as m:
-            print(m, flush=True)
-            time.sleep(60)
+
+        def read():
+            with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as m:
+                print(m, flush=True)
+                time.sleep(60)
+
+        if {from_thread!r}:
+            threading.Thread(target=read).start()
+        else:
+            read()
     """)
     reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -260,7 +277,11 @@ def test_the_server_unmounts_when_the_reader_is_killed(source):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and (mounted(store) or store.exists() or processes_naming(str(store))):
             time.sleep(0.1)
-        assert not mounted(store) and not store.exists() and not processes_naming(str(store))
+        left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
+                for pid in processes_naming(str(store))}
+        assert not left, f"still running after 10 s: {left}"
+        assert not mounted(store), "still mounted"
+        assert not store.exists(), "the mount point was not removed"
     finally:
         if reader.poll() is None:
             reader.kill()

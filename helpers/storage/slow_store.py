@@ -27,6 +27,7 @@ import contextlib
 import errno
 import functools
 import os
+import re
 import shutil
 import signal
 import stat
@@ -85,8 +86,9 @@ def slow_store_available() -> tuple[bool, str]:
             with mounted_slow_store(empty, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as mount:
                 os.listdir(mount)
         except (SlowStoreError, OSError) as e:
-            last = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-            return False, f"Mounting a FUSE file system is not permitted here ({last})."
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            said = [line for line in lines if "fuse" in line.lower() and "did not mount" not in line] or lines[-1:]
+            return False, f"Mounting a FUSE file system failed here ({said[0] if said else type(e).__name__})."
     return True, ""
 
 
@@ -142,7 +144,8 @@ class SourceFolder:
     (`openat` with `O_NOFOLLOW`): a symlink anywhere on the way is not followed, so nothing outside is reached."""
 
     def __init__(self, source: str) -> None:
-        self.fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | _FOLLOW_NONE)
+        # The source's own path is the caller's choice (a symlink to a data disk is fine); nothing below it follows one.
+        self.fd = os.open(os.path.realpath(source), os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
 
     @contextlib.contextmanager
     def parent_of(self, path: str) -> Iterator[tuple[int, str | None]]:
@@ -230,7 +233,7 @@ def _operations(source: str, *, open_latency: float, read_latency: float, bandwi
 
         @as_fuse_error
         def getattr(self, path, fh=None):
-            st = os.fstat(fh) if fh is not None else self.folder.lstat(path)
+            st = self.folder.lstat(path)
             attrs = {key: getattr(st, key) for key in _STAT_KEYS}
             attrs.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns,
                          st_mode=st.st_mode & ~0o222)   # read-only, as the store is
@@ -278,10 +281,13 @@ def _operations(source: str, *, open_latency: float, read_latency: float, bandwi
     return SlowStore()
 
 
-def _stop_when_parent_dies() -> None:
-    """In the server started by `mounted_slow_store`: when the process that started it dies, send this process
-    SIGTERM, which libfuse answers by leaving its loop and unmounting (`helpers.scale.processes.exit_with_parent`
-    would `_exit` at once and leave the mount behind). The parent comes from `BTM_PARENT` (see there)."""
+def _stop_when_parent_dies(mountpoint: str) -> None:
+    """In the server started by `mounted_slow_store`: when the process that started it dies, leave the FUSE loop,
+    so that `serve` unmounts and removes the mount point (`helpers.scale.processes.exit_with_parent` would `_exit`
+    at once and leave them behind). The parent comes from `BTM_PARENT` (see there). Linux sends SIGTERM, which
+    libfuse answers by leaving its loop. A watcher thread makes sure: it unmounts from outside (which ends the loop
+    too, even where the signal woke none of libfuse's threads), removes the empty mount point and ends the server
+    (a second SIGTERM could instead kill it between the loop's end and its clean-up)."""
     pid, _, thread = os.environ.get(PARENT_ENV, "").partition(":")
     if not pid.isdigit():
         return   # started by hand: Ctrl-C stops it
@@ -291,13 +297,16 @@ def _stop_when_parent_dies() -> None:
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG = 1
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGTERM)
 
     def watch():
         while os.getppid() == parent:
             time.sleep(0.2)
-        os.kill(os.getpid(), signal.SIGTERM)
+        while is_mounted(mountpoint):
+            unmount(mountpoint)
+            time.sleep(0.1)
+        with contextlib.suppress(OSError):
+            os.rmdir(mountpoint)   # only ever an empty folder
+        os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="stop-with-parent").start()
 
@@ -320,7 +329,7 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         raise SlowStoreError(f"{mountpoint} already exists: the slow store mounts only on a folder it creates "
                              f"itself") from None
     try:
-        _stop_when_parent_dies()
+        _stop_when_parent_dies(mountpoint)
         operations = _operations(source, open_latency=open_latency_ms / 1e3, read_latency=read_latency_ms / 1e3,
                                  bandwidth=None if bandwidth_mb_s is None else bandwidth_mb_s * 1e6)
         # libfuse installs its SIGTERM handler (leave the loop, unmount) only over the default one.
@@ -330,8 +339,9 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
                      auto_unmount=True, fsname=f"slow-store:{os.path.abspath(source)}", subtype="slowstore",
                      max_threads=64)
     finally:
-        if os.path.ismount(mountpoint):
-            subprocess.run([FUSERMOUNT, "-u", "-z", mountpoint], check=False, capture_output=True)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a late SIGTERM must not cut the clean-up short
+        if is_mounted(mountpoint):
+            unmount(mountpoint)
         with contextlib.suppress(OSError):
             os.rmdir(mountpoint)   # only ever an empty folder: rmdir removes nothing else
 
@@ -351,6 +361,22 @@ def _check_arguments(source, open_latency_ms, read_latency_ms, bandwidth_mb_s) -
 def unmount(mountpoint: str | Path) -> None:
     """Unmount a slow store left mounted (lazily: a reader still inside lets go first)."""
     subprocess.run([FUSERMOUNT, "-u", "-z", str(mountpoint)], check=False, capture_output=True)
+
+
+def is_mounted(path: str | Path) -> bool:
+    """Whether something is mounted at `path`, from the kernel's table: unlike `os.path.ismount`, true also of a
+    FUSE mount whose server has died (`stat` then fails with "Transport endpoint is not connected")."""
+    target = os.path.abspath(path)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as table:
+            for line in table:
+                point = line.split()[4]   # octal escapes for space, tab, newline and backslash
+                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), point)
+                if point == target:
+                    return True
+    except OSError:
+        return os.path.ismount(target)
+    return False
 
 
 @contextlib.contextmanager
@@ -389,7 +415,7 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float, read_l
             yield Path(mountpoint)
         finally:
             children.stop("slow-store", grace=10)   # SIGTERM: libfuse unmounts and the child removes the folder
-            if os.path.ismount(mountpoint):          # killed before it could: its fusermount3 or we unmount
+            if is_mounted(mountpoint):               # killed before it could: its fusermount3 or we unmount
                 unmount(mountpoint)
             with contextlib.suppress(OSError):
                 os.rmdir(mountpoint)
@@ -397,7 +423,7 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float, read_l
 
 def _wait_until_mounted(mountpoint: str, process: subprocess.Popen, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while not os.path.ismount(mountpoint):
+    while not is_mounted(mountpoint):
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"{mountpoint} was not mounted within {timeout:.0f} s")
         time.sleep(0.01)
@@ -424,6 +450,10 @@ def main(argv: list[str] | None = None) -> int:
     except SlowStoreError as e:
         print(e, file=sys.stderr)
         return 2
+    except RuntimeError as e:   # mfusepy: libfuse's fuse_main failed, after printing why
+        print(f"the FUSE mount of {args.source} on {args.mountpoint} failed ({e}); libfuse's message is above",
+              file=sys.stderr)
+        return 1
     return 0
 
 
