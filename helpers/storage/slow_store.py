@@ -8,7 +8,8 @@ Colab's Google Drive mount (each a FUSE file system or a remote one), so that `t
 The store's costs, in the server:
 - every `open` waits `open_latency_ms` (time to first byte: a request, a round trip, a metadata look-up);
 - every read request waits `read_latency_ms`, then its bytes pass through one link of `bandwidth_mb_s` shared by
-  all reads, first come first served (waits of concurrent reads overlap, as on a real store; bandwidth does not);
+  all reads, first come first served (the waits of up to 10 concurrent requests overlap, as on a real store;
+  bandwidth does not);
 - `direct_io`: the kernel caches no file contents, so a second epoch pays the same as the first.
 
 Only regular files and folders are served, read-only. Paths are walked one component at a time from the source
@@ -227,8 +228,10 @@ def _operations(source: str, *, open_latency: float, read_latency: float, bandwi
         def __init__(self) -> None:
             self.folder = SourceFolder(source)
             self.link = SharedLink(bandwidth)
+            self.served = threading.Event()
 
         def init(self, path):
+            self.served.set()
             print(READY, flush=True)   # the mount is up; the kernel's first requests follow this answer
 
         @as_fuse_error
@@ -335,9 +338,12 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         # libfuse installs its SIGTERM handler (leave the loop, unmount) only over the default one.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         # auto_unmount: fusermount3 unmounts even if this process is killed outright; direct_io: no page cache.
-        mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=False, ro=True, direct_io=True,
-                     auto_unmount=True, fsname=f"slow-store:{os.path.abspath(source)}", subtype="slowstore",
-                     max_threads=64)
+        try:
+            mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=False, ro=True, direct_io=True,
+                         auto_unmount=True, fsname=f"slow-store:{os.path.abspath(source)}", subtype="slowstore")
+        except RuntimeError:   # libfuse's status: not 0 when a signal ended the loop, which is how it stops
+            if not operations.served.is_set():
+                raise
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a late SIGTERM must not cut the clean-up short
         if is_mounted(mountpoint):
