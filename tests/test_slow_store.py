@@ -39,8 +39,16 @@ def mounted(mountpoint) -> bool:
     return slow_store.is_mounted(mountpoint)   # the kernel's table: a dead FUSE mount counts too
 
 
-def processes_naming(text: str) -> list[int]:
-    """The processes whose command line holds `text` (the server names its mount point in its arguments)."""
+def processes_naming(text: str, wait: float = 5.0) -> list[int]:
+    """The processes whose command line holds `text` (the server names its mount point in its arguments, and so
+    does libfuse's fusermount3 helper, which exits a moment after the server), after waiting up to `wait` s."""
+    deadline = time.monotonic() + wait
+    while (found := _processes_naming(text)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def _processes_naming(text: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -232,7 +240,7 @@ def test_unmounted_and_removed_after_the_block_even_when_the_reader_raises(sourc
             assert mounted(store)
             1 / 0
     assert not mounted(store) and not store.exists()
-    assert not processes_naming(str(store)), "the server outlived its block"
+    assert not processes_naming(str(store)), "a process of the store outlived its block by 5 s"
 
 
 @needs_fuse
@@ -271,11 +279,11 @@ def test_the_server_unmounts_when_the_reader_is_killed(source, from_thread):
     try:
         store = Path(reader.stdout.readline().strip())
         assert mounted(store) and (store / "empty.bin").exists()
-        assert processes_naming(str(store)), "no server process found"
+        assert _processes_naming(str(store)), "no server process found"
         reader.kill()
         reader.wait()
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (mounted(store) or store.exists() or processes_naming(str(store))):
+        while time.monotonic() < deadline and (mounted(store) or store.exists() or _processes_naming(str(store))):
             time.sleep(0.1)
         left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
                 for pid in processes_naming(str(store))}

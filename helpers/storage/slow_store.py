@@ -307,8 +307,7 @@ def _stop_when_parent_dies(mountpoint: str) -> None:
         while is_mounted(mountpoint):
             unmount(mountpoint)
             time.sleep(0.1)
-        with contextlib.suppress(OSError):
-            os.rmdir(mountpoint)   # only ever an empty folder
+        remove_mountpoint(mountpoint)
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="stop-with-parent").start()
@@ -348,8 +347,7 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a late SIGTERM must not cut the clean-up short
         if is_mounted(mountpoint):
             unmount(mountpoint)
-        with contextlib.suppress(OSError):
-            os.rmdir(mountpoint)   # only ever an empty folder: rmdir removes nothing else
+        remove_mountpoint(mountpoint)
 
 
 def _check_arguments(source, open_latency_ms, read_latency_ms, bandwidth_mb_s) -> None:
@@ -367,6 +365,24 @@ def _check_arguments(source, open_latency_ms, read_latency_ms, bandwidth_mb_s) -
 def unmount(mountpoint: str | Path) -> None:
     """Unmount a slow store left mounted (lazily: a reader still inside lets go first)."""
     subprocess.run([FUSERMOUNT, "-u", "-z", str(mountpoint)], check=False, capture_output=True)
+
+
+def remove_mountpoint(mountpoint: str | Path, patience: float = 2.0) -> None:
+    """Remove the (empty) mount point once nothing is mounted on it; rmdir removes nothing else. While an unmount
+    is still under way rmdir may answer EBUSY: try again for up to `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            os.rmdir(mountpoint)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                return   # not empty (never ours to empty) or still busy: left in place, named by nothing else
+            if is_mounted(mountpoint):
+                unmount(mountpoint)
+            time.sleep(0.05)
 
 
 def is_mounted(path: str | Path) -> bool:
@@ -423,8 +439,7 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float, read_l
             children.stop("slow-store", grace=10)   # SIGTERM: libfuse unmounts and the child removes the folder
             if is_mounted(mountpoint):               # killed before it could: its fusermount3 or we unmount
                 unmount(mountpoint)
-            with contextlib.suppress(OSError):
-                os.rmdir(mountpoint)
+            remove_mountpoint(mountpoint)
 
 
 def _wait_until_mounted(mountpoint: str, process: subprocess.Popen, timeout: float = 10) -> None:
