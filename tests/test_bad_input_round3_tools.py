@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import book, folders, workshop
+from tools import book, build_record, folders, workshop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,8 +181,8 @@ def test_a_broken_record_is_an_error_naming_the_file(tmp_path, capsys, text):
     scratch.mkdir()
     record = scratch / "record.json"
     record.write_bytes(text.encode("latin-1"))
-    with pytest.raises(book.RecordError, match="record.json"):
-        book.read_record(record)
+    with pytest.raises(build_record.RecordError, match="record.json"):
+        build_record.read_record(record)
     assert book.build(True, tmp_path / "site", render_only=True, scratch=scratch) == 2
     assert str(record) in capsys.readouterr().err
     assert workshop.main(["plan", "--record", str(record)]) == 2
@@ -190,10 +190,10 @@ def test_a_broken_record_is_an_error_naming_the_file(tmp_path, capsys, text):
 
 
 def test_a_record_with_wrong_types_is_refused_before_rendering():
-    assert book.record_problem(_record()) is None
+    assert build_record.record_problem(_record()) is None
     for bad in ({"seconds": "3"}, {"cells": [["1", 0.5]]}, {"errors": [1]}, {"versions": ["tensorflow"]},
                 {"cores": "2"}, {"sources": {"mnist": 1}}, {"notebooks": []}):
-        assert book.record_problem(_record(**bad)), bad
+        assert build_record.record_problem(_record(**bad)), bad
 
 
 class _Tags(html.parser.HTMLParser):

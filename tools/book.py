@@ -35,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tools import folders
+from tools.build_record import RecordError, read_record
 from tools.notebooks import colab_url, github_url
 from helpers.storage.files import atomic_write_text
 
@@ -153,61 +154,6 @@ def execute(path: Path, quick: bool, log: Path) -> tuple[dict, dict]:
 
 
 # ---------------------------------------------------------------- the run's record, read back and shown
-
-class RecordError(ValueError):
-    """A build record (record.json) that is not what `build` writes; the message names the file."""
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e12
-
-
-def _strings(value) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-
-
-def record_problem(run) -> str | None:
-    """What in a build record differs from what `build` writes (the fields the pages and plans use), or None.
-    Notebook names become paths under the build folder: only this series' notebooks are accepted."""
-    if not isinstance(run, dict):
-        return f"it holds a JSON {type(run).__name__}, not an object"
-    if not isinstance(run.get("notebooks"), dict):
-        return "its 'notebooks' is missing or not an object"
-    if unknown := sorted(set(run["notebooks"]) - {p.name for p in discover()}):
-        return f"it names notebooks that are not in {NOTEBOOK_DIR}: {unknown}"
-    wanted = {"date": lambda v: isinstance(v, str), "quick": lambda v: isinstance(v, bool), "versions": _strings,
-              "cpu": lambda v: isinstance(v, str), "cores": lambda v: v is None or isinstance(v, int),
-              "notebooks": lambda v: isinstance(v, dict)}
-    for key, fits in wanted.items():
-        if key not in run or not fits(run[key]):
-            return f"its {key!r} is missing or not what a build writes"
-    for name, rec in run["notebooks"].items():
-        if not isinstance(rec, dict):
-            return f"the record of notebook {name!r} is not an object"
-        cells = rec.get("cells")
-        fields = {"seconds": _number(rec.get("seconds")), "quick": isinstance(rec.get("quick"), bool),
-                  "cells": isinstance(cells, list) and all(
-                      isinstance(c, list) and len(c) == 2 and isinstance(c[0], int) and not isinstance(c[0], bool)
-                      and (c[1] is None or _number(c[1])) for c in cells),
-                  "errors": isinstance(rec.get("errors"), list) and all(isinstance(e, str) for e in rec["errors"]),
-                  "sources": _strings(rec.get("sources", {})), "made": _strings(rec.get("made", {})),
-                  "branch": isinstance(rec.get("branch", ""), str)}
-        if wrong := [key for key, fits in fields.items() if not fits]:
-            return f"notebook {name!r}: its {', '.join(map(repr, wrong))} missing or not what a build writes"
-    return None
-
-
-def read_record(path: Path) -> dict:
-    """A build record written by `build`, checked; `RecordError` naming the file if it is not one."""
-    try:
-        run = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RecordError(f"{path} is not a build record: not valid JSON ({e}); build the book again without "
-                          f"--render-only") from None
-    if problem := record_problem(run):
-        raise RecordError(f"{path} is not a build record: {problem}; build the book again without --render-only")
-    return run
-
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

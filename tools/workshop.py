@@ -33,6 +33,7 @@ from pathlib import Path
 
 from helpers.storage.files import atomic_write_text
 from tools import folders
+from tools.build_record import RecordError, read_record
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -524,8 +525,7 @@ def measure(record: dict | None, paths: list[Path]) -> str:
 
 
 def load_record(path: Path = RECORD) -> dict | None:
-    """A book build's record, checked (`tools.book.RecordError` naming the file if it is not one); None if missing."""
-    from tools.book import read_record   # here: tools.book imports this module for its instructor's page
+    """A book build's record, checked (`tools.build_record.RecordError` naming the file if it is not one); None if missing."""
 
     return read_record(path) if path.exists() else None
 
@@ -541,7 +541,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "prepare":
         return prepare(args.folder.expanduser())
-    from tools.book import RecordError   # here, not at the top: tools.book imports this module
     from tools.notebooks import notebooks
 
     try:
