@@ -239,3 +239,40 @@ def test_the_wheel_folder_asks_for_every_package_the_room_installs(tmp_path, mon
     assert "-e" not in asked["requirements"] and {"tensorflow>=2.16", "jupyterlab>=4.0", "setuptools>=68"} <= set(wanted)
     assert any(w.startswith("apache-beam[tfrecord]") for w in wanted)       # the [scale] extra of `-e .[scale,...]`
     assert asked["command"][-2:] == ["-c", str(ROOT / "constraints.txt")]
+
+
+# ---------------------------------------------------------------- platforms, the set-up check, the network (issue 27)
+
+
+def test_the_instructors_page_says_what_runs_where_and_warns_about_the_network():
+    from tools.book import discover
+
+    text = workshop.page(None, discover())
+    table = text[text.index("## What runs where"):text.index("## Troubleshooting")]
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert {"Linux", "macOS", "Windows", "WSL 2 (Windows)", "Colab"} <= set(rows)
+    assert "05 §8 and 06 §6 fail" in rows["Windows"] and "`resource`" in rows["Windows"]
+    assert "fail" not in rows["Linux"] and "FUSE" in rows["macOS"]
+    troubleshooting = text[text.index("## Troubleshooting"):]
+    for platform in ("**Windows**", "**macOS**", "**Colab**", "**Apache Beam will not install**"):
+        assert platform in troubleshooting
+    assert "```bash\npython -m helpers.setup.check\n```" in text
+    warning = text[text.index("## Notebook 06's servers and the classroom network"):]
+    assert "every network interface" in warning and "without authentication" in warning
+    assert "Wi-Fi" in warning and "private network" in warning and "Colab" in warning
+    # The disk figure on the page is the check's own, not typed in.
+    from helpers.setup.check import data_bytes
+
+    assert f"about {data_bytes(quick=False) / 1e9:.0f} GB" in text
+
+
+def test_the_set_up_check_section_of_01_counts_as_taught():
+    sections, _ = workshop.read(ROOT / "notebooks" / "01_generators_and_iterables.ipynb")
+    check = next(s for s in sections if s.key == workshop.SETUP_CHECK_SECTION)
+    assert check.words > 50 and check.code_cells
+    cost = lambda s: len(s.code_cells) * workshop.CELL_MINUTES + s.code_lines * workshop.LINE_MINUTES
+    framing = {"Title", "Overview", "Setup", workshop.SETUP_CHECK_SECTION, "Summary", "Next"}
+    overview_only = workshop.block("01", ROOT / "notebooks" / "01_generators_and_iterables.ipynb", [], [], None)
+    # Every plan teaches it, even one that teaches no numbered section of 01.
+    assert overview_only.code == pytest.approx(sum(cost(s) for s in sections if s.key in framing))
+    assert cost(check) >= workshop.CELL_MINUTES

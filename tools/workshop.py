@@ -164,7 +164,8 @@ class Block:
         return self.reading + self.code + self.waiting + self.practice
 
 
-ALWAYS_TAUGHT = ("Title", "Overview", "Setup", "Summary", "Next")
+SETUP_CHECK_SECTION = "Is this machine ready for the series?"   # notebook 01's set-up check, run by everyone
+ALWAYS_TAUGHT = ("Title", "Overview", "Setup", SETUP_CHECK_SECTION, "Summary", "Next")
 
 
 def block(title: str, path: Path, taught, exercise_numbers, record: dict | None) -> Block:
@@ -323,6 +324,7 @@ def page(record: dict | None, paths: list[Path]) -> str:
     missing = left_out(paths)
     if missing:
         parts += ["", f"Not in this build, so not counted above: notebook {', '.join(missing)}."]
+    parts += ["", platforms_section()]
     parts += [
         "", "## Preparing the room", "",
         "On a connected machine, in a checkout, one command leaves a folder to copy onto each learner's machine:", "",
@@ -347,6 +349,77 @@ def page(record: dict | None, paths: list[Path]) -> str:
         "switches back to a full run. On Colab the same cell works, until the runtime restarts.", "",
     ]
     return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- platforms, the set-up check, the network
+
+SETUP_CHECK_COMMAND = "python -m helpers.setup.check"
+
+# What runs where: (platform, what runs, what does not and why). Tested: Linux and the quick run on 2 cores; the
+# other rows say what the code needs that the platform lacks (`resource`, `posix_fadvise`, FUSE, a GPU build).
+PLATFORMS = [
+    ("Linux", "every notebook and section", "the slow store only where FUSE is installed"),
+    ("macOS", "every notebook and section but those in the next column; the CPU branch",
+     "the slow store (FUSE: Linux and Colab only); cold reads (03, 05 §9) cannot be forced (no `posix_fadvise`), "
+     "and those cells say so"),
+    ("Windows", "01 to 04, 07, and 05 and 06 but for the sections in the next column; the CPU branch only",
+     "**05 §8 and 06 §6 fail**: Python's `resource` module, which limits a process's memory, is Unix only; the "
+     "slow store (no FUSE); cold reads (no `posix_fadvise`); a GPU (TensorFlow 2.11 and newer use one on Windows "
+     "only through WSL 2). Use WSL 2 or Colab"),
+    ("WSL 2 (Windows)", "everything, as on Linux (it is a Linux); a GPU through WSL 2's CUDA support",
+     "the slow store only where FUSE is installed"),
+    ("Colab", "every notebook; the GPU branch on a GPU runtime",
+     "nothing known; data and files vanish when the runtime is recycled, so a full run downloads the datasets "
+     "again"),
+]
+
+
+def platforms_section() -> str:
+    """The page's sections on platforms (what runs where, troubleshooting), the set-up check and the network."""
+    from helpers.setup.check import data_bytes   # no TensorFlow: the check asks it in child processes
+
+    rows = ["| platform | runs | does not run, and why |", "|---|---|---|"]
+    rows += [f"| {name} | {runs} | {fails} |" for name, runs, fails in PLATFORMS]
+    return "\n".join([
+        "## Before the day: the set-up check", "",
+        "Ask every learner to run this in a terminal, in the series' folder, before the class (on Colab: "
+        f"`!{SETUP_CHECK_COMMAND}` in a cell after the first cell has installed the helpers):", "",
+        "```bash", SETUP_CHECK_COMMAND, "```", "",
+        "It prints one line per check, `ok`, `note` or `FAIL` (green, yellow, red on a terminal), each FAIL with "
+        "the fix, and exits with status 1 when a line is FAIL: the Python version (3.10 or newer), TensorFlow 2.16 "
+        "or newer with Keras 3, the datasets (a note, not a FAIL, in quick mode, which uses generated stand-ins), "
+        "free disk in the data folder against what a full run writes (about "
+        f"{data_bytes(quick=False) / 1e9:.0f} GB, derived from the notebooks' sizes), the usable cores, a GPU, whether notebook 06's tf.data service can start, Python's `resource` "
+        "module (05 §8, 06 §6) and Apache Beam (06 §5). Notebook 01 runs the same check in its section \"Is this "
+        "machine ready for the series?\". It takes about 10 to 20 s.", "",
+        "## What runs where", "",
+        "The series is tested on Linux (2 cores, no GPU, quick and full runs). Elsewhere, from what the code needs:",
+        "", *rows, "",
+        "## Troubleshooting", "",
+        "- **Windows**: notebooks 05 §8 and 06 §6 fail (no `resource` module), and TensorFlow uses no GPU on "
+        "native Windows. Install WSL 2 (`wsl --install` in an administrator's PowerShell, then restart), and install "
+        "Python and the series inside it as on Linux; or use Colab. A learner who stays on native Windows skips "
+        "those two sections; the others use nothing we know Windows lacks (untested there).",
+        "- **macOS**: the series runs on the CPU branch. When notebook 06 starts its servers, the firewall may ask "
+        "whether Python may accept incoming connections: choose Deny; the notebook reaches its servers through "
+        "localhost, and Deny keeps them off the Wi-Fi. Cold reads cannot be forced (no `posix_fadvise`): those cells "
+        "say so.",
+        "- **Colab**: open a notebook from its badge; its first cell installs the helpers. Choose the runtime "
+        "(Runtime → Change runtime type) before running, since changing it restarts the notebook. Files in the data "
+        "folder last as long as the runtime: a recycled runtime downloads the datasets again.",
+        "- **Apache Beam will not install** (a resolver conflict over protobuf, or no wheel for a new Python): "
+        "install the tested set, `pip install -r requirements.txt -c constraints.txt`, on Python 3.11; or leave "
+        "Beam out (`pip install -e .` without the `[scale]` extra): everything but notebook 06 §5 runs without it, "
+        "and the set-up check's Apache Beam line says whether it imports.", "",
+        "## Notebook 06's servers and the classroom network", "",
+        "**Warning.** Notebook 06's servers (the tf.data service's dispatcher and workers, the multi-worker "
+        "training processes) listen on **every network interface** of the learner's machine, **without "
+        "authentication**: TensorFlow offers neither a bind address nor credentials, and a tf.data worker runs any "
+        "graph a client sends. A classroom shares its Wi-Fi, so anyone on it can reach a learner's servers while "
+        "notebook 06 runs. Run notebook 06 on a private network (a room network with client isolation, or a "
+        "machine behind a firewall), or on Colab, whose runtime the room's network cannot reach. The set-up check "
+        "prints this warning too, and notebook 06 prints it when it starts a server.",
+    ])
 
 
 # ---------------------------------------------------------------- preparing the room
