@@ -59,7 +59,7 @@ PLANS = {
         ("Scaling out, shown", "06", ["2", "4"], []),
     ]],
     "Two days": [[
-        ("Generators and iterables", "01", "all", [1, 2, 3]),
+        ("Generators and iterables", "01", "all", [1, 2]),
         ("TFRecord files, written safely", "02", "all", [1, 2, 3]),
         ("A PyDataset over PNG files", "03", "all", [1, 2, 3]),
         ("tf.data, step by step", "04", "all", [1, 2, 3]),
