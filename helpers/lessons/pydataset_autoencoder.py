@@ -79,18 +79,19 @@ class PngFolderBatches(ImageBatches):
         return np.stack([load_png(self.paths[i], self.image_shape) for i in indices])
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder (cell 23)
+# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder, with two changes (cell 23)
 def conv_block(x, filters):
-    """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit."""
+    """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit, with BatchNorm's averages over ~10 steps, not ~100."""
     x = keras.layers.Conv2D(filters, (3, 3), padding="same")(x)
-    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.BatchNormalization(momentum=0.9)(x)  # Keras's default: 0.99 (section 4)
     return keras.layers.Activation("relu")(x)
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder (cell 24)
+# ---------------- from 03_pydataset_autoencoder.ipynb, 3. The article's autoencoder, with two changes (cell 24)
 def article_autoencoder(input_shape=(32, 32, 3)):
     """The article's CIFAR-10 convolutional autoencoder: a 4x4x8 code for a 32x32x3 image, compiled as the
-    article did (Adam, binary cross-entropy against the input).
+    article did (Adam, binary cross-entropy against the input). Two changes (section 3): BatchNorm's momentum is
+    0.9, and no BatchNorm comes between the last convolution and the sigmoid.
 
     >>> article_autoencoder().output_shape
     (None, 32, 32, 3)
@@ -101,15 +102,14 @@ def article_autoencoder(input_shape=(32, 32, 3)):
         x = keras.layers.MaxPooling2D((2, 2))(conv_block(x, filters))
     for filters in (8, 16, 32):                     # decoder: the mirror image, 4x4 → 32x32
         x = keras.layers.UpSampling2D((2, 2))(conv_block(x, filters))
-    x = keras.layers.Conv2D(input_shape[-1], (3, 3), padding="same")(x)
-    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.Conv2D(input_shape[-1], (3, 3), padding="same")(x)  # the article normalised this too
     outputs = keras.layers.Activation("sigmoid")(x)  # pixels in [0, 1]
     model = keras.Model(inputs, outputs, name="article_autoencoder")
     model.compile(optimizer="adam", loss="binary_crossentropy")
     return model
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 41)
+# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 44)
 from helpers.storage.png_folder import PNG_END, PNG_SIGNATURE
 
 def read_png_pair(path, shape=(32, 32, 3)):
@@ -134,7 +134,7 @@ def read_png_pair(path, shape=(32, 32, 3)):
     return image, image
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 43)
+# ---------------- from 03_pydataset_autoencoder.ipynb, A `tf.data` pipeline over the PNG folder (cell 46)
 def tf_dataset_from_png_folder(folder, prefix, batch_size, *, shuffle=True, seed=None, limit=None,
                                image_shape=(32, 32, 3), threads=None):
     """A `tf.data` pipeline over a PNG folder: file names → read → check → decode → batch, as `(x, x)` pairs.
@@ -151,7 +151,7 @@ def tf_dataset_from_png_folder(folder, prefix, batch_size, *, shuffle=True, seed
             .prefetch(tf.data.AUTOTUNE))
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, One file of raw pixels, memory-mapped (cell 46)
+# ---------------- from 03_pydataset_autoencoder.ipynb, One file of raw pixels, memory-mapped (cell 49)
 from pathlib import Path
 
 from helpers.storage.files import write_then_rename
@@ -176,7 +176,7 @@ def export_packed_uint8(images, path, chunk=4096):
     return path
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 56)
+# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 59)
 import os
 
 def can_drop_page_cache():
@@ -204,7 +204,7 @@ def drop_from_page_cache(paths):
     return True
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 58)
+# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 61)
 from dataclasses import dataclass
 
 from helpers.measure import Samples
@@ -226,7 +226,7 @@ class ColdRead:
         return self.slowdown.interval[0] > REACHED_DISK
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 59)
+# ---------------- from 03_pydataset_autoencoder.ipynb, Cold reads: past the page cache (cell 62)
 from pathlib import Path
 
 from helpers.measure import alternate, timed
@@ -254,7 +254,7 @@ def cold_read_slowdown(paths, rounds=6):
     return ColdRead(measured.samples("cold"), measured.samples("cached"), measured.ratio("cold", "cached"), megabytes)
 
 
-# ---------------- from 03_pydataset_autoencoder.ipynb, 9. Bad files (cell 74)
+# ---------------- from 03_pydataset_autoencoder.ipynb, 9. Bad files (cell 77)
 import warnings
 from pathlib import Path
 
