@@ -61,7 +61,7 @@ PLANS = {
     "Two days": [[
         ("Generators and iterables", "01", "all", [1, 2]),
         ("TFRecord files, written safely", "02", "all", [1, 2, 3]),
-        ("A PyDataset over PNG files", "03", "all", [1, 2, 3]),
+        ("A PyDataset over PNG files", "03", "all", [1, 2]),
         ("tf.data, step by step", "04", "all", [1, 2, 3]),
     ], [
         ("Profiling a pipeline", "05", "all", [1, 2, 3]),
