@@ -77,8 +77,10 @@ def inspect_photo(path):
             kind, mode = image.format, image.mode
             if kind != "JPEG":
                 image.load()                         # every byte decoded: a cut file fails
+        if kind == "JPEG" and b"\xff\xd9" not in data[data.rfind(b"\xff\xda"):]:
+            return "a JPEG cut short: it stops with no end marker after its picture data", False
         if kind == "JPEG" and not scan_is_whole(data):   # decodes the file, twice
-            return "a JPEG cut short: its picture data stops before its end marker", False
+            return "a JPEG cut short, its end marker put back: the picture data stops early", False
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         return f"unreadable: {error}", False
     if kind != "JPEG":
