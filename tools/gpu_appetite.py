@@ -65,9 +65,13 @@ def lesson_functions(module: str) -> dict:
 
     folder = importlib.util.find_spec("helpers.lessons").submodule_search_locations[0]
     tree = ast.parse(Path(folder, f"{module}.py").read_text(encoding="utf-8"))
-    functions = ast.Module([node for node in tree.body if isinstance(node, ast.FunctionDef)], type_ignores=[])
     namespace = {"keras": keras, "np": np}
-    exec(compile(functions, f"helpers/lessons/{module}.py", "exec"), namespace)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            try:
+                exec(compile(ast.Module([node], type_ignores=[]), f"helpers/lessons/{module}.py", "exec"), namespace)
+            except NameError:   # a default that names TensorFlow-side code (a pipeline's parse): not a model's
+                continue
     return namespace
 
 
