@@ -176,3 +176,55 @@ def test_shards_listed_out_of_order_are_refused_not_swapped(tmp_path):
     with pytest.raises(ValueError, match="increasing order"):
         write_shards(iter(records), tmp_path, "train", 4, total=4, shards=[1, 1], progress=False)
     assert not list(tmp_path.glob("*.tfrecord"))
+
+
+# ---------------------------------------------------------------- found by a hostile review of round three's fixes
+
+def test_fit_epoch_refuses_a_loss_tracker_that_counts_steps_not_samples():
+    """keras.io's "customizing fit" pattern updates a Mean named "loss" with the loss alone: its count is the
+    number of steps, and an epoch counted from it would be batch-size times too slow."""
+    import keras
+    from helpers.measure.core import fit_epoch
+
+    class StepCounting(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+            self.loss_tracker = keras.metrics.Mean(name="loss")
+
+        def call(self, x):
+            return self.dense(x)
+
+        def train_step(self, data):
+            import tensorflow as tf
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = keras.ops.mean((self(x) - y) ** 2)
+            self.optimizer.apply(tape.gradient(loss, self.trainable_weights), self.trainable_weights)
+            self.loss_tracker.update_state(loss)   # no sample_weight: it counts steps
+            return {"loss": self.loss_tracker.result()}
+
+        @property
+        def metrics(self):
+            return [self.loss_tracker]
+
+    model = StepCounting()
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.zeros((80, 3), np.float32), np.zeros((80, 1), np.float32)
+    with pytest.raises(ValueError, match="counts steps, not samples"):
+        fit_epoch(model, batch_size=8, x=x, y=y)
+
+
+@pytest.mark.parametrize("sides, rounds, warmup", [({}, 2, 1), ({"A": lambda: 1.0}, 2.5, 1),
+                                                   ({"A": lambda: 1.0}, 1, -5), ({"A": lambda: 1.0}, True, 1)])
+def test_alternate_names_arguments_it_cannot_run(sides, rounds, warmup):
+    from helpers.measure.core import alternate
+    with pytest.raises(ValueError, match="alternate"):
+        alternate(sides, rounds=rounds, warmup=warmup)
+
+
+@pytest.mark.parametrize("port", [True, -1, 65536, 1.5])
+def test_port_is_taken_names_a_port_that_is_not_one(port):
+    from helpers.setup.processes import port_is_taken
+    with pytest.raises(ValueError, match="TCP port"):
+        port_is_taken(port)

@@ -202,8 +202,12 @@ def alternate(sides: dict[str, Callable[[], "float | Epoch"]], rounds: int, warm
     >>> order, r.ratio("A", "B").values
     (['A', 'B', 'A', 'B', 'B', 'A'], (2.0, 2.0))
     """
-    if rounds < 1:
-        raise ValueError(f"alternate needs at least one round, not {rounds}")
+    if not sides:
+        raise ValueError("alternate needs at least one side to run")
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError(f"alternate needs a whole number of rounds, at least one, not {rounds!r}")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ValueError(f"alternate's warm-up is a whole number of rounds, 0 or more, not {warmup!r}")
     names = list(sides)
     orders = round_orders(len(names))
     result = Rounds(names, {name: [] for name in names})
@@ -327,8 +331,17 @@ def fit_epoch(model: keras.Model, *, batch_size: int, samples: int | None = None
     is_array = hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "element_spec")
     if "y" in fit_args or is_array:
         fit_args.setdefault("batch_size", batch_size)
+    optimizer = getattr(model, "optimizer", None)
+    steps_before = int(keras.ops.convert_to_numpy(optimizer.iterations)) if optimizer is not None else None
     model.fit(**fit_args, epochs=1, verbose=0, callbacks=[clock, *callbacks])
-    return clock.epoch(total_samples=samples)
+    epoch = clock.epoch(total_samples=samples)
+    if steps_before is not None and batch_size > 1:
+        steps = int(keras.ops.convert_to_numpy(optimizer.iterations)) - steps_before
+        if steps > 1 and epoch.samples == steps:   # a tracker updated with the loss alone counts steps, not samples
+            raise ValueError(f"the model's loss tracker counted {steps} samples over {steps} steps of batch "
+                             f"{batch_size}: it counts steps, not samples (a custom train_step that calls "
+                             f"update_state(loss) alone?); update it with sample_weight=batch size, as Keras does.")
+    return epoch
 
 
 def batches_of(source) -> Iterable:

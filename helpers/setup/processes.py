@@ -45,6 +45,8 @@ def port_is_taken(port: int) -> bool:
     >>> port_is_taken(0)
     False
     """
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise ValueError(f"a TCP port is a whole number from 0 to 65535, not {port!r}")
     if port == 0:
         return False
     return any(_bindable(family, host, port) is False
