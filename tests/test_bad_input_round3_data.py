@@ -228,3 +228,20 @@ def test_port_is_taken_names_a_port_that_is_not_one(port):
     from helpers.setup.processes import port_is_taken
     with pytest.raises(ValueError, match="TCP port"):
         port_is_taken(port)
+
+
+def test_a_child_imports_the_parents_helpers_not_a_copy_in_its_working_folder(tmp_path):
+    """A `helpers/` folder in the working folder (a workshop kit's copy, say) must not shadow the parent's."""
+    import subprocess
+    import sys
+
+    import helpers
+    from helpers.setup.processes import child_environment
+
+    shadow = tmp_path / "helpers"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise SystemExit('the shadow copy ran')\n")
+    done = subprocess.run([sys.executable, "-c", "import helpers; print(helpers.__file__)"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env=child_environment(gpu=False))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == helpers.__file__, done.stdout

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 import time
 from collections import deque
 
@@ -79,6 +80,9 @@ def free_port(attempts: int = 20) -> int:
 PARENT_ENV = "BTM_PARENT"  # "<pid>:main" or "<pid>:thread": who started this child, from which thread
 
 
+HELPERS_HOME = str(Path(__file__).resolve().parents[2])   # the folder that holds this `helpers` package
+
+
 def child_environment(extra: dict | None = None, *, gpu: bool) -> dict:
     """The environment for a child program: this one, quiet TensorFlow, unbuffered output, `BTM_PARENT` (for
     `exit_with_parent`), no GPU rehearsal, and an explicit decision about the GPU: `gpu=False` hides it (the child
@@ -93,7 +97,12 @@ def child_environment(extra: dict | None = None, *, gpu: bool) -> dict:
         env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    return {**env, **(extra or {})}
+    env = {**env, **(extra or {})}
+    # The child imports this process's `helpers`, never a copy in its working folder (`python -m` puts the working
+    # folder first on the path; PYTHONSAFEPATH, Python 3.11+, leaves it off).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (HELPERS_HOME, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONSAFEPATH"] = "1"
+    return env
 
 
 def exit_with_parent() -> None:
