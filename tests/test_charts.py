@@ -16,8 +16,6 @@ NOTEBOOKS = nbtools.notebooks()
 BAR_CALLS = {"bar", "barh"}
 SCALE_CALLS = {"set_xscale", "set_yscale", "xscale", "yscale"}   # axes methods and their pyplot twins
 ALWAYS_LOG = {"loglog", "semilogx", "semilogy"}
-# Notebooks still drawing bars on a log axis, by file name: until issue 27's chart change reaches it.
-KNOWN_EXCEPTIONS = {"03_pydataset_autoencoder.ipynb"}
 
 
 def _receiver(call: ast.Call) -> str | None:
@@ -80,15 +78,6 @@ def test_other_charts_pass(source):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_bar_chart_on_a_log_axis(path):
-    if path.name in KNOWN_EXCEPTIONS:
-        pytest.skip("until issue 27's chart change reaches it")
     assert offending_cells(path) == [], (
         f"{path.name} draws bars on a log axis: draw each value as a dot with its interval as a line (a log "
         "axis is fine then), or keep the bars on a linear axis with the ratio written on each")
-
-
-@pytest.mark.parametrize("name", sorted(KNOWN_EXCEPTIONS))
-def test_each_known_exception_is_still_needed(name):
-    path = nbtools.NOTEBOOK_DIR / name
-    assert path.exists() and offending_cells(path), (
-        f"{name} no longer draws bars on a log axis: remove it from KNOWN_EXCEPTIONS in tests/test_charts.py")
