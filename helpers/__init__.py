@@ -13,7 +13,6 @@ Where each part lives (folder/module · its one job · the notebooks that import
     setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
     setup/processes.py          child processes that stop with their parent; ports                   07
-    setup/check.py              is this machine ready: versions, data, disk, servers, platform       01
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
@@ -22,7 +21,6 @@ Where each part lives (folder/module · its one job · the notebooks that import
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
     storage/png_folder.py       folders of PNG files with a label file                               03
-    storage/slow_store.py       a folder served read-only through FUSE with a network store's waits  -
     measure/core.py             the timing core: intervals of the median, alternating rounds, rates  02 03 04 05 06 07
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                   03 04 05 07
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
@@ -30,6 +28,8 @@ Where each part lives (folder/module · its one job · the notebooks that import
     scale/data_service.py       a tf.data service cluster of processes on this machine               06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
+    scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  -
+    check.py                    is this machine ready: versions, data, disk, servers, platform       01
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is
 imported as `helpers.measure`.

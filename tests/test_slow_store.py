@@ -1,4 +1,4 @@
-"""The slow store (helpers/storage/slow_store.py), mounted for real: what it serves, what it costs, what it refuses,
+"""The slow store (helpers/scale/slow_store.py), mounted for real: what it serves, what it costs, what it refuses,
 and that it goes away. Skipped, with the reason, where FUSE cannot mount."""
 import errno
 import os
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.storage import slow_store
-from helpers.storage.slow_store import SlowStoreError, SourceFolder, mounted_slow_store, path_parts
+from helpers.scale import slow_store
+from helpers.scale.slow_store import SlowStoreError, SourceFolder, mounted_slow_store, path_parts
 
 ROOT = Path(__file__).resolve().parent.parent
 AVAILABLE, REASON = slow_store.slow_store_available()
@@ -262,7 +262,7 @@ def test_the_server_unmounts_when_the_reader_is_killed(source, from_thread):
     (the signal would follow that thread) the server's watcher does."""
     script = textwrap.dedent(f"""
         import threading, time
-        from helpers.storage.slow_store import mounted_slow_store
+        from helpers.scale.slow_store import mounted_slow_store
 
         def read():
             with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as m:
@@ -301,7 +301,7 @@ def test_the_command_line_never_mounts_over_an_existing_folder(source, tmp_path)
     existing = tmp_path / "existing"
     existing.mkdir()
     (existing / "keep.txt").write_text("mine")
-    out = subprocess.run([sys.executable, "-m", "helpers.storage.slow_store", str(source), str(existing)],
+    out = subprocess.run([sys.executable, "-m", "helpers.scale.slow_store", str(source), str(existing)],
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 2 and "already exists" in out.stderr
     assert not mounted(existing) and (existing / "keep.txt").read_text() == "mine"

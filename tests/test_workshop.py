@@ -256,12 +256,12 @@ def test_the_instructors_page_says_what_runs_where_and_warns_about_the_network()
     troubleshooting = text[text.index("## Troubleshooting"):]
     for platform in ("**Windows**", "**macOS**", "**Colab**", "**Apache Beam will not install**"):
         assert platform in troubleshooting
-    assert "```bash\npython -m helpers.setup.check\n```" in text
+    assert "```bash\npython -m helpers.check\n```" in text
     warning = text[text.index("## Notebook 06's servers and the classroom network"):]
     assert "every network interface" in warning and "without authentication" in warning
     assert "Wi-Fi" in warning and "private network" in warning and "Colab" in warning
     # The disk figure on the page is the check's own, not typed in.
-    from helpers.setup.check import data_bytes
+    from helpers.check import data_bytes
 
     assert f"about {data_bytes(quick=False) / 1e9:.0f} GB" in text
 

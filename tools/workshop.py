@@ -353,7 +353,7 @@ def page(record: dict | None, paths: list[Path]) -> str:
 
 # ---------------------------------------------------------------- platforms, the set-up check, the network
 
-SETUP_CHECK_COMMAND = "python -m helpers.setup.check"
+SETUP_CHECK_COMMAND = "python -m helpers.check"
 
 # What runs where: (platform, what runs, what does not and why). Tested: Linux and the quick run on 2 cores; the
 # other rows say what the code needs that the platform lacks (`resource`, `posix_fadvise`, FUSE, a GPU build).
@@ -376,7 +376,7 @@ PLATFORMS = [
 
 def platforms_section() -> str:
     """The page's sections on platforms (what runs where, troubleshooting), the set-up check and the network."""
-    from helpers.setup.check import data_bytes   # no TensorFlow: the check asks it in child processes
+    from helpers.check import data_bytes   # no TensorFlow: the check asks it in child processes
 
     rows = ["| platform | runs | does not run, and why |", "|---|---|---|"]
     rows += [f"| {name} | {runs} | {fails} |" for name, runs, fails in PLATFORMS]

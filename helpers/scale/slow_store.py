@@ -17,7 +17,7 @@ folder without following any symlink (a symlink is not served at all), so nothin
 The server runs in a child process (its Python threads do not compete with the reader's for a GIL), mounts on a
 new folder it creates itself, and unmounts and removes it when stopped or when the process that started it dies.
 
-    python -m helpers.storage.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
+    python -m helpers.scale.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
 
 MOUNTPOINT must not exist (it is created, then removed at exit); stop with Ctrl-C.
 """
@@ -423,7 +423,7 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float, read_l
     os.rmdir(mountpoint)
     package_root = str(Path(__file__).resolve().parents[2])   # the child imports these helpers, not another copy
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    args = ["-m", "helpers.storage.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
+    args = ["-m", "helpers.scale.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
             "--read-latency-ms", str(read_latency_ms)]
     if bandwidth_mb_s is not None:
         args += ["--bandwidth-mb-s", str(bandwidth_mb_s)]
@@ -451,7 +451,7 @@ def _wait_until_mounted(mountpoint: str, process: subprocess.Popen, timeout: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.storage.slow_store",
+    parser = argparse.ArgumentParser(prog="python -m helpers.scale.slow_store",
                                      description="Serve a folder read-only through FUSE, slowly, as a network "
                                                  "store would (see the module's docstring).")
     parser.add_argument("source", help="the folder to serve")
