@@ -116,6 +116,7 @@ def test_strip_solutions_names_an_invalid_notebook(tmp_path, capsys):
 @pytest.mark.parametrize("body, line", [
     ("class A:\n    def __init_subclass__(cls):\n        print('imported')\nclass B(A):\n    pass\n", 3),
     ("def hook(cls):\n    pass\nclass A:\n    __init_subclass__ = hook\n", 5),
+    ("class A:\n    from subprocess import run as __init_subclass__\n", 3),
     ("class A(metaclass=print):\n    pass\n", 2),
     ("class A(keras.layers.Layer, flag=1):\n    pass\n", 2),
     ("class A:\n    def __class_getitem__(cls, item):\n        return print(item)\nX = 1\n", 3),

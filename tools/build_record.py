@@ -46,7 +46,8 @@ def record_problem(run) -> str | None:
         cells = rec.get("cells")
         fields = {"seconds": _number(rec.get("seconds")), "quick": isinstance(rec.get("quick"), bool),
                   "cells": isinstance(cells, list) and all(
-                      isinstance(c, list) and len(c) == 2 and isinstance(c[0], int) and not isinstance(c[0], bool) and c[0] >= 0
+                      isinstance(c, list) and len(c) == 2 and isinstance(c[0], int) and not isinstance(c[0], bool)
+                      and c[0] >= 0
                       and (c[1] is None or _number(c[1])) for c in cells),
                   "errors": isinstance(rec.get("errors"), list) and all(isinstance(e, str) for e in rec["errors"]),
                   "sources": _strings(rec.get("sources", {})), "made": _strings(rec.get("made", {})),

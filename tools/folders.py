@@ -1,5 +1,6 @@
 """Folders a command may replace: only those it made itself, recognised by a marker file it wrote inside them,
-and never this checkout, a folder that holds it, one of its source folders (SOURCE_FOLDERS: notebooks/, tools/, .git/, ...), the home folder or the file system's root.
+and never this checkout, a folder that holds it, one of its source folders (SOURCE_FOLDERS: notebooks/,
+tools/, .git/, ...), the home folder or the file system's root.
 
 `tools.book --out DIR` and `tools.workshop prepare DIR` both ask `replace_problem` before they remove anything,
 and `claim` a folder (write their marker) before they put anything in it, so an interrupted run can be resumed.

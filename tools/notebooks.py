@@ -263,6 +263,8 @@ def _binds(node: ast.stmt) -> dict[str, str]:
 def _runs_code(node: ast.stmt, bound: dict[str, str], in_class: bool = False) -> tuple[str, ast.AST] | None:
     """Why running this top-level statement (of a saved cell, or of a class body in one) would run code, and the part
     of it that would; None if it only defines something. `bound` says how each module-level name above was bound."""
+    if in_class and (hooks := sorted(set(_binds(node)) & IMPORT_HOOKS)):     # defined, assigned or imported
+        return f"a definition of {hooks[0]} (Python calls it by itself while the module is imported)", node
     if isinstance(node, ast.ImportFrom) and node.module == "__future__":
         return "a __future__ import (it must be a module's first statement; the generated module has its own)", node
     if isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)):
@@ -270,8 +272,6 @@ def _runs_code(node: ast.stmt, bound: dict[str, str], in_class: bool = False) ->
     if isinstance(node, ast.Expr):
         docstring = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         return None if docstring else ("a statement", node)
-    if in_class and (hooks := sorted(set(_binds(node)) & IMPORT_HOOKS)):
-        return f"a definition of {hooks[0]} (Python calls it by itself while the module is imported)", node
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         for decorator in node.decorator_list:
             if not _harmless_decorator(decorator):
@@ -322,8 +322,9 @@ def saved_cells(notebook: Path, cells: list[dict]) -> list[tuple[str, int, str]]
     A saved cell may hold imports (not from __future__), functions and classes (decorated only by
     HARMLESS_DECORATORS, with literal or named default values, no keyword in a class statement, bases that are
     imported, builtin or saved classes, see `_base_problem`, and no IMPORT_HOOKS defined), docstrings and assignments
-    of bounded literal constants (`_number_value`): then importing the generated module runs nothing. Anything else, or a marker that is not exactly `#@save` on the first line, is a
-    `SaveError` naming the notebook, the section, the cell and the line.
+    of bounded literal constants (`_number_value`): then importing the generated module runs nothing. Anything
+    else, or a marker that is not exactly `#@save` on the first line, is a `SaveError` naming the notebook, the
+    section, the cell and the line.
     """
     section, saved = "", []
     bound = dict.fromkeys(SETUP_NAMES, "import")     # the saved cells' names so far, as the module will bind them
@@ -374,8 +375,9 @@ def lesson_source(notebook: Path, cells: list[dict]) -> str | None:
     if not saved:
         return None
     if not re.fullmatch(r"\d+_[a-z][a-z0-9_]*\.ipynb", notebook.name):
-        raise SaveError(f"{notebook.name}: a notebook with saved cells needs a name like 03_pydataset_autoencoder.ipynb "
-                        f"(a number, then lower-case letters, digits and _): its module is named after it")
+        raise SaveError(f"{notebook.name}: a notebook with saved cells needs a name like "
+                        f"03_pydataset_autoencoder.ipynb (a number, then lower-case letters, digits and _): its "
+                        f"module is named after it")
     first_lines = (MARKDOWN_LINES.split("".join(c["source"]))[0] for c in cells if c["cell_type"] == "markdown")
     title = next((_printable(line.lstrip("# ")) for line in first_lines if _printable(line.lstrip("# "))),
                  notebook.stem)
