@@ -382,3 +382,62 @@ def test_a_png_export_flushes_once_before_its_label_file(tmp_path, monkeypatch):
     assert not [e for e in events if e.endswith(".png") or ".png." in e], events     # no flush per image
     label = Path(png_folder.label_file(tmp_path, "tr")).name
     assert any(e.startswith(label) for e in events[events.index("sync"):]), events   # flushed after the PNGs
+
+
+# ---------------------------------------------------------------- review, round three: --out, records, messages
+
+
+@pytest.mark.parametrize("where", ["build/book/record.json", "build/book/sphinx-warnings.txt", "build/book/new",
+                                   "build/book", "build", "notebooks/site", "helpers/new", ".git/site", "tests/site",
+                                   "tools/site", "benchmarks/site", "notebooks"])
+def test_the_book_refuses_its_scratch_and_the_checkouts_own_folders_even_when_missing(where):
+    out = ROOT / where
+    problem = book.out_problem(out)
+    assert problem and str(out.resolve()) in problem, (where, problem)
+    assert ("scratch" in problem) == where.startswith("build"), problem
+
+
+def test_the_book_still_accepts_a_new_folder_in_the_checkout_and_in_build():
+    assert book.out_problem(ROOT / "site-new-for-test") is None
+    assert book.out_problem(ROOT / "build" / "site-new-for-test") is None
+
+
+def test_the_book_refuses_a_link_into_a_source_folder(tmp_path):
+    link = tmp_path / "site"
+    link.symlink_to(ROOT / "notebooks", target_is_directory=True)
+    assert "notebooks/" in book.out_problem(link)
+
+
+@pytest.mark.parametrize("hostile", ["[" * 100_000 + "]" * 100_000, '{"cores": ' + "1" * 5000 + "}"],
+                         ids=["nested", "5000 digits"])
+def test_a_record_json_cannot_read_is_named(tmp_path, hostile):
+    record = tmp_path / "record.json"
+    record.write_text(hostile)
+    with pytest.raises(build_record.RecordError, match="record.json is not a build record"):
+        build_record.read_record(record)
+
+
+@pytest.mark.parametrize("bad", [{"seconds": -1e11}, {"cores": -4}, {"cores": 0}, {"cores": True},
+                                 {"cells": [[1, -0.5]]}, {"cells": [[-1, 0.5]]}, {"seconds": float("nan")},
+                                 {"seconds": float("inf")}])
+def test_a_record_with_negative_times_or_cores_is_refused(bad, tmp_path):
+    assert build_record.record_problem(_record(**bad)), bad
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps(_record(**bad)))
+    with pytest.raises(build_record.RecordError, match="record.json"):
+        build_record.read_record(record)
+
+
+def test_a_record_as_a_build_writes_it_is_accepted():
+    assert build_record.record_problem(_record(cores=None, cells=[[0, None], [3, 0.0]], seconds=0)) is None
+
+
+def test_prepare_says_what_to_choose_instead_of_the_home_folder(tmp_path, monkeypatch):
+    """`prepare ~` said "/root is your home folder: choose a folder outside this checkout"."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    problem = workshop.prepare_problem(home)
+    assert problem == f"{home} is your home folder: choose a new or empty folder inside it", problem
+    assert folders.home_or_root_problem(Path("/")) == "/ is the root of the file system: choose a new or empty folder"
+    assert "outside this checkout" in workshop.prepare_problem(ROOT / "notebooks")

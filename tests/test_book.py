@@ -338,7 +338,9 @@ def test_the_landing_page_records_the_build(site, browsed):
 
 def test_render_only_refuses_a_record_that_names_files_outside_the_series(tmp_path, capsys):
     """Names in record.json become paths under the build folder: one that is not a notebook of the series is refused."""
-    (tmp_path / "record.json").write_text(json.dumps({"date": "d", "quick": True, "notebooks": {
+    scratch = tmp_path / "scratch"      # the site may not lie in the scratch folder (`out_problem`)
+    scratch.mkdir()
+    (scratch / "record.json").write_text(json.dumps({"date": "d", "quick": True, "notebooks": {
         "01_generators_and_iterables.ipynb": {}, "../../escape.ipynb": {}}}))
-    assert book.build(True, tmp_path / "site", render_only=True, scratch=tmp_path) == 2
+    assert book.build(True, tmp_path / "site", render_only=True, scratch=scratch) == 2
     assert "../../escape.ipynb" in capsys.readouterr().err and not (tmp_path / "site").exists()

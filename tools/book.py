@@ -45,7 +45,6 @@ SCRATCH = ROOT / "build" / "book"
 ASSETS = Path(__file__).resolve().parent / "book_assets"
 SITE_MARKER = ".made-by-tools-book"   # written into every site the book makes: only a folder holding it is replaced
 SITE_COMMAND = "python -m tools.book"
-SCRATCH_PARTS = ("executed", "kernels", "src", "html", "doctrees", "jupyter_execute")   # what a build remakes there
 NOTEBOOK_NAME = re.compile(r"^\d\d_\w+\.ipynb$")
 CELL_TIMEOUT = 900
 SCROLL_LINES = 40          # text outputs longer than this get a scroll box on the page
@@ -489,15 +488,14 @@ def render(run: dict, executed: dict[str, dict], src: Path, out: Path) -> list[s
 
 def out_problem(out: Path, scratch: Path = SCRATCH) -> str | None:
     """Why the book may not put its site into `out` (it removes what is there first), or None: `out` must be new,
-    empty or a site it made (its marker inside); never the checkout, a folder holding it, the home folder, nor
-    its own scratch folder."""
-    if problem := folders.replace_problem(out, SITE_MARKER, SITE_COMMAND, inside_ok=True):
+    empty or a site it made (its marker inside); never the checkout, a folder holding it, one of its source
+    folders (`folders.SOURCE_FOLDERS`), the home folder, its own scratch folder nor anything in it."""
+    if problem := folders.checkout_problem(out, inside_ok=True):
         return problem
-    out, scratch = Path(out).resolve(), Path(scratch).resolve()
-    if out == scratch or out in scratch.parents or any(out == scratch / part or scratch / part in out.parents
-                                                       for part in SCRATCH_PARTS):
-        return f"{out} overlaps the book's scratch folder {scratch}: choose another folder"
-    return None
+    resolved, scratch = Path(out).resolve(), Path(scratch).resolve()
+    if resolved == scratch or resolved in scratch.parents or scratch in resolved.parents:   # the build writes there
+        return f"{resolved} overlaps the book's scratch folder {scratch}: choose another folder"
+    return folders.replace_problem(out, SITE_MARKER, SITE_COMMAND, inside_ok=True)
 
 
 # ---------------------------------------------------------------- the command

@@ -13,7 +13,12 @@ class RecordError(ValueError):
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e12
+    """A duration as a build writes it: a number of seconds, not negative, not NaN, not absurd."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e12
+
+
+def _cores(value) -> bool:
+    return value is None or isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1 << 20
 
 
 def _strings(value) -> bool:
@@ -30,7 +35,7 @@ def record_problem(run) -> str | None:
     if unknown := sorted(set(run["notebooks"]) - {p.name for p in notebooks()}):
         return f"it names notebooks that are not in {NOTEBOOK_DIR}: {unknown}"
     wanted = {"date": lambda v: isinstance(v, str), "quick": lambda v: isinstance(v, bool), "versions": _strings,
-              "cpu": lambda v: isinstance(v, str), "cores": lambda v: v is None or isinstance(v, int),
+              "cpu": lambda v: isinstance(v, str), "cores": _cores,
               "notebooks": lambda v: isinstance(v, dict)}
     for key, fits in wanted.items():
         if key not in run or not fits(run[key]):
@@ -42,6 +47,7 @@ def record_problem(run) -> str | None:
         fields = {"seconds": _number(rec.get("seconds")), "quick": isinstance(rec.get("quick"), bool),
                   "cells": isinstance(cells, list) and all(
                       isinstance(c, list) and len(c) == 2 and isinstance(c[0], int) and not isinstance(c[0], bool)
+                      and c[0] >= 0
                       and (c[1] is None or _number(c[1])) for c in cells),
                   "errors": isinstance(rec.get("errors"), list) and all(isinstance(e, str) for e in rec["errors"]),
                   "sources": _strings(rec.get("sources", {})), "made": _strings(rec.get("made", {})),
@@ -58,6 +64,10 @@ def read_record(path: Path) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"{path} is not a build record: not valid JSON ({e}); build the book again without "
                           f"--render-only") from None
+    except (RecursionError, ValueError) as e:     # nested too deeply; a number of more than 4300 digits
+        raise RecordError(f"{path} is not a build record: JSON that cannot be read "
+                          f"({'nested too deeply' if isinstance(e, RecursionError) else e}); build the book again "
+                          f"without --render-only") from None
     if problem := record_problem(run):
         raise RecordError(f"{path} is not a build record: {problem}; build the book again without --render-only")
     return run

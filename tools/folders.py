@@ -1,5 +1,6 @@
 """Folders a command may replace: only those it made itself, recognised by a marker file it wrote inside them,
-and never this checkout, a folder that holds it, the home folder or the file system's root.
+and never this checkout, a folder that holds it, one of its source folders (SOURCE_FOLDERS: notebooks/,
+tools/, .git/, ...), the home folder or the file system's root.
 
 `tools.book --out DIR` and `tools.workshop prepare DIR` both ask `replace_problem` before they remove anything,
 and `claim` a folder (write their marker) before they put anything in it, so an interrupted run can be resumed.
@@ -14,11 +15,13 @@ from pathlib import Path
 from helpers.storage.files import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
+SOURCE_FOLDERS = (".git", "benchmarks", "helpers", "notebooks", "tests", "tools")   # the series' own files
 
 
-def checkout_problem(folder: Path, *, inside_ok: bool) -> str | None:
-    """Why `folder` (resolved, after symlinks) can never be a command's output, or None: it is the checkout, holds
-    it, lies inside it (unless `inside_ok`), or is the home folder or `/`."""
+def inside_checkout_problem(folder: Path, *, inside_ok: bool) -> str | None:
+    """Why `folder` (resolved, after symlinks) can never be a command's output because of where it lies in this
+    checkout, or None: it is the checkout, holds it, lies inside it (unless `inside_ok`), and in any case lies in
+    one of the checkout's SOURCE_FOLDERS (a site in notebooks/ or tools/ would be taken for the series' own files)."""
     folder, root = Path(folder).resolve(), ROOT.resolve()
     if folder == root:
         return f"{folder} is this checkout"
@@ -26,11 +29,25 @@ def checkout_problem(folder: Path, *, inside_ok: bool) -> str | None:
         return f"{folder} holds this checkout ({root})"
     if not inside_ok and root in folder.parents:
         return f"{folder} lies inside this checkout ({root})"
-    if folder == Path.home().resolve():
-        return f"{folder} is your home folder"
-    if folder == Path(folder.anchor):
-        return f"{folder} is the root of the file system"
+    for name in SOURCE_FOLDERS:
+        if folder == root / name or root / name in folder.parents:
+            return f"{folder} lies in this checkout's {name}/, which holds the series' own files"
     return None
+
+
+def home_or_root_problem(folder: Path) -> str | None:
+    """Why `folder` can never be a command's output because it is the home folder or `/`, with what to do instead."""
+    folder = Path(folder).resolve()
+    if folder == Path.home().resolve():
+        return f"{folder} is your home folder: choose a new or empty folder inside it"
+    if folder == Path(folder.anchor):
+        return f"{folder} is the root of the file system: choose a new or empty folder"
+    return None
+
+
+def checkout_problem(folder: Path, *, inside_ok: bool) -> str | None:
+    """`inside_checkout_problem`, then `home_or_root_problem`: why `folder` can never be a command's output."""
+    return inside_checkout_problem(folder, inside_ok=inside_ok) or home_or_root_problem(folder)
 
 
 def has_marker(folder: Path, marker: str) -> bool:

@@ -28,7 +28,9 @@ is replaced, never written through. A notebook that is not valid JSON is named, 
 from __future__ import annotations
 
 import ast
+import builtins
 import json
+import operator
 import re
 import sys
 import uuid
@@ -42,6 +44,7 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 LESSON_DIR = ROOT / "helpers" / "lessons"
 PACKAGE_NAME = "bigger-than-memory"
 SAVE_MARKER = "#@save"
+MARKDOWN_LINES = re.compile(r"\r\n|\r|\n")     # where Markdown ends a line (a lone \r too)
 # A line that looks like the marker but is not it exactly, on the first line (`# @save`, `#@save:`), or the marker
 # below the first line: refused by name rather than ignored, since the cell would silently not be saved.
 MARKER_LOOKALIKE = re.compile(r"^\s*#\s*@\s*save\b", re.I)
@@ -49,6 +52,11 @@ MARKER_LOOKALIKE = re.compile(r"^\s*#\s*@\s*save\b", re.I)
 HARMLESS_DECORATORS = {"dataclass", "dataclasses.dataclass", "property", "staticmethod", "classmethod",
                        "abstractmethod", "functools.wraps"}
 ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
+SHIFT_LIMIT, POWER_LIMIT, NUMBER_BITS = 64, 64, 1024   # bounds on a saved constant's arithmetic (`_number_value`)
+# Methods Python calls by itself while a module is imported: when a class is made (a base's `__init_subclass__`, a
+# class attribute's `__set_name__`, a base object's `__mro_entries__`, a metaclass's `__prepare__`) or subscripted in
+# an annotation (`__class_getitem__`). A saved class may not define them, so no saved code runs on import.
+IMPORT_HOOKS = {"__init_subclass__", "__class_getitem__", "__set_name__", "__mro_entries__", "__prepare__"}
 LESSON_HEADER = """\
 # Generated from {notebook} by `python -m tools.notebooks save`: do not edit by hand.
 # Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
@@ -132,21 +140,55 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _number_value(node: ast.AST) -> int | float | None:
+    """The value of arithmetic on numbers written out (`1 << 22`, `2**20`, `-(3 * 4)`), or None when `node` is not
+    that or its value would be huge: a shift by more than SHIFT_LIMIT bits, an exponent over POWER_LIMIT, or any
+    step over NUMBER_BITS bits (`1 << (1 << 36)`, `(2**64)**64`) would allocate gigabytes when the module is
+    imported. Each step's size is bounded before it is computed."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) in (int, float) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+        value = _number_value(node.operand)
+        if value is None or isinstance(node.op, ast.Invert) and not isinstance(value, int):
+            return None
+        return {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v, ast.Invert: lambda v: ~v}[type(node.op)](value)
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ARITHMETIC)):
+        return None
+    left, right = _number_value(node.left), _number_value(node.right)
+    if left is None or right is None:
+        return None
+    bits = [abs(int(v)).bit_length() if isinstance(v, int) else 0 for v in (left, right)]
+    if isinstance(node.op, (ast.LShift, ast.RShift)):
+        if not (isinstance(left, int) and isinstance(right, int) and 0 <= right <= SHIFT_LIMIT):
+            return None
+        bits = [bits[0] + right, 0]
+    elif isinstance(node.op, ast.Pow):
+        if abs(right) > POWER_LIMIT:
+            return None
+        bits = [bits[0] * max(int(abs(right)) + 1, 1), 0]
+    if sum(bits) > NUMBER_BITS:
+        return None
+    operations = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+                  ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+                  ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+    try:
+        value = operations[type(node.op)](left, right)
+    except (ArithmeticError, ValueError, TypeError):     # 1 / 0, 10.0 ** 400: the import would fail
+        return None
+    return value if isinstance(value, (int, float)) and not isinstance(value, complex) else None
+
+
 def _is_literal(node: ast.AST | None) -> bool:
-    """A constant written out (numbers, strings, None, tuples and lists of them, `-1`, arithmetic on numbers such as
-    `1 << 22` or `2**20`): evaluating it runs no code."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ARITHMETIC):
-        numbers = all(isinstance(side, ast.Constant) and type(side.value) in (int, float) or
-                      isinstance(side, (ast.BinOp, ast.UnaryOp)) and _is_literal(side) for side in (node.left, node.right))
-        small_power = not isinstance(node.op, ast.Pow) or (isinstance(node.right, ast.Constant)
-                                                           and abs(node.right.value) <= 64)
-        return numbers and small_power
+    """A constant written out (numbers, strings, None, tuples and lists of them, `-1`, bounded arithmetic on numbers
+    such as `1 << 22` or `2**20`, see `_number_value`): evaluating it runs no code and allocates little."""
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        return _number_value(node) is not None
     if isinstance(node, (ast.Tuple, ast.List)):
         return all(_is_literal(element) for element in node.elts)
     try:
         ast.literal_eval(node)
         return True
-    except (ValueError, TypeError, SyntaxError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return False
 
 
@@ -179,12 +221,52 @@ def _harmless_decorator(node: ast.AST) -> bool:
 def _is_dataclass_field(node: ast.AST) -> bool:
     """`field(default_factory=list)`: a dataclass field whose options are names or literals."""
     return (isinstance(node, ast.Call) and _dotted(node.func) in ("field", "dataclasses.field") and not node.args
-            and all(_is_name_or_literal(k.value) for k in node.keywords))
+            and all(_is_constant(k.value) for k in node.keywords))
 
 
-def _runs_code(node: ast.stmt, in_class: bool = False) -> tuple[str, ast.AST] | None:
+def _is_plain_annotation(node: ast.AST) -> bool:
+    """A module-level annotation, evaluated on import: a name or literal, or `int | None`; no subscript or call."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _is_plain_annotation(node.left) and _is_plain_annotation(node.right)
+    return _is_constant(node)
+
+
+def _base_problem(base: ast.AST, bound: dict[str, str]) -> str | None:
+    """Why a base class could run saved code when the class is made, or None. A base must be a dotted name rooted
+    in an import (`keras.utils.PyDataset`, a library's code), a builtin class (`ValueError`), or a class defined
+    above in the saved cells (which may not define IMPORT_HOOKS); not a subscript, a call or any other name."""
+    name = _dotted(base)
+    if name is None:
+        return "a base class that is not a name"
+    root = name.split(".")[0]
+    if bound.get(root) == "import" or bound.get(root) == "class" and root == name:
+        return None
+    if root == name and root not in bound and isinstance(getattr(builtins, root, None), type):
+        return None
+    return "a base class that is neither imported, a builtin class nor a class defined above in the saved cells"
+
+
+def _binds(node: ast.stmt) -> dict[str, str]:
+    """The module-level names a statement binds, each with how: "import", "class" or "other"."""
+    if isinstance(node, ast.Import):
+        return {(a.asname or a.name).split(".")[0]: "import" for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        return {a.asname or a.name: "import" for a in node.names if a.name != "*"}
+    if isinstance(node, ast.ClassDef):
+        return {node.name: "class"}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {node.name: "other"}
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    return {n.id: "other" for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _runs_code(node: ast.stmt, bound: dict[str, str], in_class: bool = False) -> tuple[str, ast.AST] | None:
     """Why running this top-level statement (of a saved cell, or of a class body in one) would run code, and the part
-    of it that would; None if it only defines something."""
+    of it that would; None if it only defines something. `bound` says how each module-level name above was bound."""
+    if in_class and (hooks := sorted(set(_binds(node)) & IMPORT_HOOKS)):     # defined, assigned or imported
+        return f"a definition of {hooks[0]} (Python calls it by itself while the module is imported)", node
+    if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        return "a __future__ import (it must be a module's first statement; the generated module has its own)", node
     if isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)):
         return None
     if isinstance(node, ast.Expr):
@@ -195,13 +277,20 @@ def _runs_code(node: ast.stmt, in_class: bool = False) -> tuple[str, ast.AST] | 
             if not _harmless_decorator(decorator):
                 return f"a decorator (only {', '.join(sorted(HARMLESS_DECORATORS))} may be used)", decorator
         if isinstance(node, ast.ClassDef):
-            for base in [*node.bases, *(k.value for k in node.keywords)]:
-                if not _is_name_or_literal(base):
-                    return "a base class that is not a name", base
-            return next((why for item in node.body if (why := _runs_code(item, in_class=True))), None)
+            if node.keywords:
+                return "a keyword in the class statement (metaclass=... or a hook's argument)", node.keywords[0].value
+            for base in node.bases:
+                if problem := _base_problem(base, bound):
+                    return problem, base
+            inside = dict(bound)      # a class body's own names hide the module's
+            for item in node.body:
+                if why := _runs_code(item, inside, in_class=True):
+                    return why
+                inside.update(dict.fromkeys(_binds(item), "other"))
+            return None
         arguments = node.args
         for default in [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]:
-            if not _is_name_or_literal(default):
+            if not _is_constant(default):
                 return "a default value that is not a literal or a name", default
         for annotation in [a.annotation for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                                                   arguments.vararg, arguments.kwarg) if a is not None] + [node.returns]:
@@ -213,26 +302,37 @@ def _runs_code(node: ast.stmt, in_class: bool = False) -> tuple[str, ast.AST] | 
                     for t in node.targets)
         return None if names and _is_constant(node.value) else ("an assignment of something other than a literal", node)
     if isinstance(node, ast.AnnAssign):
+        if not in_class and not _is_plain_annotation(node.annotation):
+            return "a module-level annotation with a subscript or a call (evaluated on import)", node.annotation
         fine = isinstance(node.target, ast.Name) and _is_name_or_literal(node.annotation) and (
             node.value is None or _is_constant(node.value) or in_class and _is_dataclass_field(node.value))
         return None if fine else ("an assignment of something other than a literal", node)
     return "a statement", node
 
 
+def _printable(text: str) -> str:
+    """`text` with every run of characters that are not printable (a lone \\r, which ends a Python line, a tab, other
+    control characters) made one space: what goes into a generated comment or docstring stays on its line."""
+    return re.sub(r"\s+", " ", "".join(ch if ch.isprintable() else " " for ch in text)).strip()
+
+
 def saved_cells(notebook: Path, cells: list[dict]) -> list[tuple[str, int, str]]:
     """(section heading, cell number, code without the marker) of every `#@save` cell, checked to define only.
 
-    A saved cell may hold imports, functions and classes (decorated only by HARMLESS_DECORATORS, with literal or
-    named default values and base classes), docstrings and assignments of literal constants: then importing the
-    generated module runs nothing. Anything else, or a marker that is not exactly `#@save` on the first line, is a
-    `SaveError` naming the notebook, the section, the cell and the line.
+    A saved cell may hold imports (not from __future__), functions and classes (decorated only by
+    HARMLESS_DECORATORS, with literal or named default values, no keyword in a class statement, bases that are
+    imported, builtin or saved classes, see `_base_problem`, and no IMPORT_HOOKS defined), docstrings and assignments
+    of bounded literal constants (`_number_value`): then importing the generated module runs nothing. Anything
+    else, or a marker that is not exactly `#@save` on the first line, is a `SaveError` naming the notebook, the
+    section, the cell and the line.
     """
     section, saved = "", []
+    bound = dict.fromkeys(SETUP_NAMES, "import")     # the saved cells' names so far, as the module will bind them
     for number, cell in enumerate(cells):
         source = "".join(cell.get("source", ""))
         if cell.get("cell_type") == "markdown":
-            heading = re.search(r"^##+ (.+)$", source, re.M)
-            section = heading[1].strip() if heading else section
+            heading = next((m for line in MARKDOWN_LINES.split(source) if (m := re.match(r"##+ (.+)$", line))), None)
+            section = _printable(heading[1]) if heading else section
             continue
         if cell.get("cell_type") != "code":
             continue
@@ -250,14 +350,17 @@ def saved_cells(notebook: Path, cells: list[dict]) -> list[tuple[str, int, str]]
         except SyntaxError as e:
             raise SaveError(f"{where}: the saved cell is not plain Python ({e.msg}, line {(e.lineno or 0) + 1})."
                             ) from None
+        except (RecursionError, MemoryError):
+            raise SaveError(f"{where}: the saved cell is nested too deeply to read") from None
         for node in tree.body:
-            if (problem := _runs_code(node)) is not None:
+            if (problem := _runs_code(node, bound)) is not None:
                 why, culprit = problem
                 line = rest.split("\n")[culprit.lineno - 1].strip()
                 raise SaveError(f"{where}, line {culprit.lineno + 1}: a saved cell may only define things (imports, "
                                 f"functions, classes, literal constants), so that importing the module runs nothing; "
                                 f"`{line}` holds {why}. Move it to a cell of its own, or compute the value inside a "
                                 f"function.")
+            bound.update(_binds(node))
         saved.append((section, number, rest.strip("\n")))
     return saved
 
@@ -271,10 +374,18 @@ def lesson_source(notebook: Path, cells: list[dict]) -> str | None:
     saved = saved_cells(notebook, cells)
     if not saved:
         return None
-    title = next(("".join(c["source"]).lstrip("# ").splitlines()[0] for c in cells if c["cell_type"] == "markdown"),
+    if not re.fullmatch(r"\d+_[a-z][a-z0-9_]*\.ipynb", notebook.name):
+        raise SaveError(f"{notebook.name}: a notebook with saved cells needs a name like "
+                        f"03_pydataset_autoencoder.ipynb (a number, then lower-case letters, digits and _): its "
+                        f"module is named after it")
+    first_lines = (MARKDOWN_LINES.split("".join(c["source"]))[0] for c in cells if c["cell_type"] == "markdown")
+    title = next((_printable(line.lstrip("# ")) for line in first_lines if _printable(line.lstrip("# "))),
                  notebook.stem)
+    # The title goes into a docstring: a backslash would start an escape (`\N{nope}` is a SyntaxError), a quote
+    # could end it.
+    title = title.replace("\\", "\\\\").replace('"', "'")
     used = {node.id for _, _, code in saved for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
-    parts = [LESSON_HEADER.format(notebook=f"notebooks/{notebook.name}", title=title.replace('"', "'")),
+    parts = [LESSON_HEADER.format(notebook=f"notebooks/{notebook.name}", title=title),
              *(f"{line}\n" for name, line in SETUP_NAMES.items() if name in used)]
     for section, _, code in saved:
         parts.append(f"\n\n# {'-' * 16} defined in notebooks/{notebook.name}, section: {section or 'the top'}\n{code}\n")
@@ -294,10 +405,20 @@ def read_notebook(path: Path) -> dict:
     except json.JSONDecodeError as e:
         raise NotebookError(f"{path}: not a notebook (invalid JSON: {e.msg}, line {e.lineno} column {e.colno})"
                             ) from None
+    except (RecursionError, ValueError) as e:     # nested too deeply; a number of more than 4300 digits
+        raise NotebookError(f"{path}: not a notebook (JSON that cannot be read: "
+                            f"{'nested too deeply' if isinstance(e, RecursionError) else e})") from None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("cell_type"), str)
                                               for c in cells):
         raise NotebookError(f"{path}: not a notebook (no list of cells, each with a cell_type)")
+    for number, cell in enumerate(cells):
+        source = cell.get("source")
+        if not (isinstance(source, str) or isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            raise NotebookError(f"{path}: not a notebook (cell {number}'s source is {type(source).__name__}, not "
+                                f"text or a list of lines of text)")
+    if not isinstance(nb.get("nbformat_minor", 0), int):
+        raise NotebookError(f"{path}: not a notebook (its nbformat_minor is not a number)")
     return nb
 
 

@@ -455,8 +455,10 @@ def prepare_problem(folder: Path) -> str | None:
     """Why `prepare` may not make its kit in `folder`, or None. It removes and rewrites what it made there, so the
     folder must be new, empty or one it made earlier (its marker inside), and neither be, hold nor lie inside this
     checkout (compared after symlinks); none of its parts may be a symlink."""
-    if problem := folders.checkout_problem(folder, inside_ok=False):
+    if problem := folders.inside_checkout_problem(folder, inside_ok=False):
         return f"{problem}: choose a folder outside this checkout"
+    if problem := folders.home_or_root_problem(folder):     # it says what to choose instead
+        return problem
     if problem := folders.replace_problem(folder, KIT_MARKER, KIT_COMMAND, inside_ok=False):
         return problem
     folder = Path(folder).resolve()
