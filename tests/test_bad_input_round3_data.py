@@ -176,3 +176,45 @@ def test_shards_listed_out_of_order_are_refused_not_swapped(tmp_path):
     with pytest.raises(ValueError, match="increasing order"):
         write_shards(iter(records), tmp_path, "train", 4, total=4, shards=[1, 1], progress=False)
     assert not list(tmp_path.glob("*.tfrecord"))
+
+
+# ------------------------------------------------------------------ round three of the review: the label check
+
+
+def test_a_class_count_beyond_int64_is_refused_not_wrapped():
+    """num_classes=2**64 let a uint64 2**64-1 through as -1."""
+    with pytest.raises(ValueError, match="num_classes must be a whole number from 1 to 2\\*\\*63"):
+        class_labels(np.array([2**64 - 1], np.uint64), "x", num_classes=2**64)
+    with pytest.raises(ValueError, match="num_classes"):
+        class_label(5, "x", num_classes=2**63 + 1)
+    assert class_labels(np.array([2**63 - 1], np.uint64), "x", num_classes=2**63).tolist() == [2**63 - 1]
+
+
+@pytest.mark.parametrize("labels", [[1, True, 2], (0, np.bool_(False)), [[1], [True]], [1, 2.0], [1, np.timedelta64(1, "s")]])
+def test_a_list_with_a_bool_or_a_float_is_refused_as_one_label_is(labels):
+    """np.asarray turned [1, True, 2] into [1, 1, 2], while label_checker refuses True."""
+    with pytest.raises(ValueError, match="x: labels must be whole numbers"):
+        class_labels(labels, "x")
+
+
+def test_a_timedelta_label_is_refused_by_name(tmp_path):
+    """np.timedelta64 is a numpy integer type, and int() of it raised a TypeError write_shards did not catch."""
+    for label in (np.timedelta64(1, "s"), np.timedelta64(3)):
+        with pytest.raises(ValueError, match="record 2: label .* is a timedelta64"):
+            class_label(label, "record 2")
+    with pytest.raises(ValueError, match="whole numbers"):
+        write_shards([(np.zeros(4, np.uint8), np.timedelta64(1, "s"))], tmp_path / "out", "train", 1,
+                     total=1, progress=False)
+
+
+@pytest.mark.parametrize("text", ["1_0", "\u0661", "\uff11", "1_0.0", "nan", "inf", "0x1", "١.0e+00"])
+def test_a_png_label_file_takes_ascii_digits_only(tmp_path, text):
+    """int() read "1_0" as 10 and Arabic-Indic or full-width digits as numbers."""
+    (tmp_path / "tr_label.txt").write_text(f"3\n{text}\n", encoding="utf-8")
+    with pytest.raises(PngFolderError, match="line 2: .* is not a label"):
+        read_labels(tmp_path, "tr")
+
+
+def test_a_png_label_file_still_reads_what_the_writers_write(tmp_path):
+    (tmp_path / "tr_label.txt").write_text("3\n0\n6.000000000000000000e+00\n+2\n", encoding="utf-8")
+    assert read_labels(tmp_path, "tr").tolist() == [3, 0, 6, 2]
