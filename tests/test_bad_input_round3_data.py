@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.lessons.capstone_photos import convert_shards, inspect_photo
+from helpers.lessons import capstone_photos
+from helpers.lessons.capstone_photos import convert_shards, inspect_photo, jpeg_end
 from helpers.lessons.pipeline_profiling import write_blocks
 from helpers.scale.beam import save_source
 from helpers.storage.labels import class_label, class_labels
@@ -136,6 +137,68 @@ def test_a_jpeg_cut_short_with_its_end_marker_put_back_is_named(tmp_path, progre
         assert not usable and "cut short" in problem, (cut, problem)
 
 
+# Round three of the review: the scan judged wholeness by the last FF DA of the whole file. A cut file with
+# "FF D9, a scan header, FF D9" appended passed; a whole photo with trailing data holding FF DA (the video of a
+# phone's motion photo) was called cut short.
+SCAN_HEADER = b"\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00"
+TRAILING = b"\x00\x00\x00\x18ftypmp42" + SCAN_HEADER + b"video frames, no end marker after them"
+
+
+def noisy_jpeg(**save) -> bytes:
+    pixels = (np.random.default_rng(0).random((200, 240, 3)) * 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90, **save)
+    return out.getvalue()
+
+
+JPEG_KINDS = {"baseline": {}, "progressive": {"progressive": True}, "restart markers": {"restart_marker_blocks": 1}}
+
+
+@pytest.mark.parametrize("kind", JPEG_KINDS)
+def test_the_segment_walk_finds_the_first_end_marker_of_the_jpeg_proper(kind):
+    whole = noisy_jpeg(**JPEG_KINDS[kind])
+    assert jpeg_end(whole) == len(whole) - 2 and whole[-2:] == b"\xff\xd9"
+    assert jpeg_end(whole + TRAILING) == len(whole) - 2                    # trailing data is not the picture's
+    assert jpeg_end(whole + b"\xff\xd9" + TRAILING) == len(whole) - 2     # nor a second end marker in it
+    for cut in (len(whole) // 3, len(whole) // 2, len(whole) - 200):
+        assert jpeg_end(whole[:cut]) is None                              # stops in its picture data
+        assert jpeg_end(whole[:cut] + TRAILING) is None                   # (a scan header in the rest changes nothing)
+        assert jpeg_end(whole[:cut] + b"\xff\xd9") == cut                 # its end marker put back
+        assert jpeg_end(whole[:cut] + b"\xff\xd9" + SCAN_HEADER + b"\xff\xd9") == cut
+    assert jpeg_end(b"not a jpeg") is None and jpeg_end(b"") is None
+
+
+@pytest.mark.parametrize("kind", JPEG_KINDS)
+def test_a_whole_photo_with_trailing_data_is_plain_and_a_cut_one_is_named_whatever_follows(tmp_path, kind):
+    whole = noisy_jpeg(**JPEG_KINDS[kind])
+    photo = tmp_path / "photo.jpg"
+    for data in (whole, whole + TRAILING, whole + b"\xff\xd9" + TRAILING):
+        photo.write_bytes(data)
+        assert inspect_photo(photo) == (None, True)                       # the motion photo was "cut short"
+    for cut in (len(whole) // 3, len(whole) - 200):
+        for tail, says in [(b"", "no end marker: the file stops in its picture data"),
+                           (TRAILING, "no end marker: the file stops in its picture data"),
+                           (b"\xff\xd9", "its end marker put back"),
+                           (b"\xff\xd9" + SCAN_HEADER + b"\xff\xd9", "its end marker put back")]:   # the bypass
+            photo.write_bytes(whole[:cut] + tail)
+            problem, usable = inspect_photo(photo)
+            assert not usable and problem.startswith("a JPEG cut short") and says in problem, (cut, tail, problem)
+
+
+def test_a_file_too_large_for_a_photo_is_named_without_being_read(tmp_path, monkeypatch):
+    """Round three: read_bytes() of a 6 GB sparse file raised MemoryError and stopped the scan unnamed."""
+    huge = tmp_path / "huge.jpg"
+    with open(huge, "wb") as f:
+        f.truncate(6 * 2**30)   # sparse: no disk space used
+    assert finishes_within(5, lambda: inspect_photo(huge)) == ("too large for a photo: over 64 MiB", False)
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(noisy_jpeg())
+    assert inspect_photo(photo) == (None, True)
+    monkeypatch.setattr(capstone_photos, "MAX_PHOTO_BYTES", photo.stat().st_size - 1, raising=False)
+    problem, usable = inspect_photo(photo)
+    assert problem.startswith("too large for a photo") and not usable    # the cap is what decides
+
+
 # ------------------------------------------------------------------ items 14-15: empty shards, shard order
 
 
@@ -245,3 +308,44 @@ def test_a_child_imports_the_parents_helpers_not_a_copy_in_its_working_folder(tm
                           capture_output=True, text=True, timeout=60, env=child_environment(gpu=False))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == helpers.__file__, done.stdout
+
+# ------------------------------------------------------------------ round three of the review: the label check
+
+
+def test_a_class_count_beyond_int64_is_refused_not_wrapped():
+    """num_classes=2**64 let a uint64 2**64-1 through as -1."""
+    with pytest.raises(ValueError, match="num_classes must be a whole number from 1 to 2\\*\\*63"):
+        class_labels(np.array([2**64 - 1], np.uint64), "x", num_classes=2**64)
+    with pytest.raises(ValueError, match="num_classes"):
+        class_label(5, "x", num_classes=2**63 + 1)
+    assert class_labels(np.array([2**63 - 1], np.uint64), "x", num_classes=2**63).tolist() == [2**63 - 1]
+
+
+@pytest.mark.parametrize("labels", [[1, True, 2], (0, np.bool_(False)), [[1], [True]], [1, 2.0], [1, np.timedelta64(1, "s")]])
+def test_a_list_with_a_bool_or_a_float_is_refused_as_one_label_is(labels):
+    """np.asarray turned [1, True, 2] into [1, 1, 2], while label_checker refuses True."""
+    with pytest.raises(ValueError, match="x: labels must be whole numbers"):
+        class_labels(labels, "x")
+
+
+def test_a_timedelta_label_is_refused_by_name(tmp_path):
+    """np.timedelta64 is a numpy integer type, and int() of it raised a TypeError write_shards did not catch."""
+    for label in (np.timedelta64(1, "s"), np.timedelta64(3)):
+        with pytest.raises(ValueError, match="record 2: label .* is a timedelta64"):
+            class_label(label, "record 2")
+    with pytest.raises(ValueError, match="whole numbers"):
+        write_shards([(np.zeros(4, np.uint8), np.timedelta64(1, "s"))], tmp_path / "out", "train", 1,
+                     total=1, progress=False)
+
+
+@pytest.mark.parametrize("text", ["1_0", "\u0661", "\uff11", "1_0.0", "nan", "inf", "0x1", "١.0e+00"])
+def test_a_png_label_file_takes_ascii_digits_only(tmp_path, text):
+    """int() read "1_0" as 10 and Arabic-Indic or full-width digits as numbers."""
+    (tmp_path / "tr_label.txt").write_text(f"3\n{text}\n", encoding="utf-8")
+    with pytest.raises(PngFolderError, match="line 2: .* is not a label"):
+        read_labels(tmp_path, "tr")
+
+
+def test_a_png_label_file_still_reads_what_the_writers_write(tmp_path):
+    (tmp_path / "tr_label.txt").write_text("3\n0\n6.000000000000000000e+00\n+2\n", encoding="utf-8")
+    assert read_labels(tmp_path, "tr").tolist() == [3, 0, 6, 2]

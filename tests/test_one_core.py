@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from helpers.measure import one_core
 from helpers.measure.one_core import OneCoreUnsupported, PipelineChild, copy_files, one_core_supported, pick_core
 
 NUMBERS = ("helpers.measure.one_core:numbers", {"n": 2_000, "batch_size": 100})
@@ -11,7 +12,7 @@ pinning = pytest.mark.skipif(not one_core_supported(), reason="no os.sched_setaf
 
 
 @pinning
-def test_the_pinned_child_runs_on_one_cpu_and_returns_epochs(tmp_path):
+def test_the_pinned_child_runs_on_one_cpu_and_returns_epochs(tmp_path, monkeypatch):
     files = [tmp_path / "a.bin", tmp_path / "b.bin"]
     for i, f in enumerate(files):
         f.write_bytes(bytes([i]) * 3_000_000)
@@ -33,6 +34,15 @@ def test_the_pinned_child_runs_on_one_cpu_and_returns_epochs(tmp_path):
         assert child.epoch("small").samples == 2 * 300                      # and the child still serves
         child.add("later", "helpers.measure.one_core:numbers", {"n": 500, "batch_size": 50})
         assert child.epoch("later").samples == 2 * 500                      # a pipeline added once data exists
+        # Issue 25, round three: only regular files are copied (/dev/zero never ends) ...
+        with pytest.raises(ValueError, match="/dev/zero: it is a character device"):
+            child.copy_rate(["/dev/zero"])
+        # ... and the child itself refuses a factory outside helpers, had the parent's check been skipped.
+        monkeypatch.setattr(one_core, "_check_factory", lambda name, factory: None)
+        marker = tmp_path / "ran"
+        with pytest.raises(RuntimeError, match="'os:system' is not a 'helpers.<module>:<function>' name"):
+            child.add("shell", "os:system", {"command": f"touch {marker}"})
+        assert not marker.exists() and child.epoch("small").samples == 2 * 300
     assert child.process.poll() is not None   # stopped when its block ended
 
 
@@ -47,3 +57,22 @@ def test_copy_files_counts_every_byte_read(tmp_path):
     f.write_bytes(b"x" * 10_000_000)
     rate = copy_files([str(f)], seconds=0.0)   # one pass: 10 MB in a second or less on any machine
     assert rate >= 10_000_000 / 1.0 - 1
+
+
+@pytest.mark.parametrize("factory", ["os:system", "subprocess:getoutput", "helpers", "numbers", 7])
+def test_a_factory_outside_the_helpers_package_is_refused_before_any_child_starts(factory):
+    """Issue 25, round three: "os:system" with {"command": ...} ran a shell command in the child."""
+    with pytest.raises(ValueError, match="pipeline 'x': .* is not a 'helpers.<module>:<function>' name"):
+        one_core._check_factory("x", factory)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_copy_files_refuses_what_is_no_regular_file_without_hanging(tmp_path):
+    """Issue 25, round three: /dev/zero was read for ever, a FIFO blocked the child's open."""
+    from tests.test_bad_input import finishes_within
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, says in [("/dev/zero", "a character device"), (fifo, "a FIFO"), (tmp_path, "a folder")]:
+        with pytest.raises(ValueError, match=f"from {path}: it is {says}"):
+            finishes_within(5, lambda: copy_files([str(path)], seconds=0.0))

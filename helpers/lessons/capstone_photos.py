@@ -44,6 +44,42 @@ from helpers.storage.files import file_problem
 
 # Bytes slipped in before a JPEG's end marker (no 0xFF among them: that would start a marker)
 PROBE = b"Bytes a whole JPEG scan skips, and a scan cut short decodes as more of its picture."
+# No photo the series handles comes near this (a 50-megapixel phone JPEG is tens of MB at most, and Pillow refuses
+# pictures above 179 million pixels as decompression bombs); a bigger file is named, never read into memory.
+MAX_PHOTO_BYTES = 64 * 2**20
+
+
+def jpeg_end(data):
+    """Where a JPEG's first end marker (FF D9) starts, found by walking its segments from the start marker, or
+    None when the file stops before one. Bytes after that marker are not the picture's (a phone's motion photo
+    appends a video there), so a search of the whole file for markers would be misled by them."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 1 < len(data):
+        if data[i] != 0xFF:                                # stray bytes between segments: skipped, as libjpeg does
+            if (i := data.find(b"\xff", i)) < 0:
+                return None
+            continue
+        marker = data[i + 1]
+        if marker == 0xFF:                                 # fill byte before a marker
+            i += 1
+        elif marker == 0xD9:
+            return i
+        elif 0xD0 <= marker <= 0xD7 or marker == 0x01:     # markers with no length
+            i += 2
+        else:                                              # a segment: its length (2 bytes) counts itself
+            length = int.from_bytes(data[i + 2:i + 4], "big")
+            if length < 2:
+                return None
+            i += 2 + length
+            if marker == 0xDA:                             # a scan header: its coded data runs to the next marker,
+                while (i := data.find(b"\xff", i)) >= 0 and i + 1 < len(data) and (
+                        data[i + 1] == 0x00 or 0xD0 <= data[i + 1] <= 0xD7):
+                    i += 2                                 # skipping FF 00 (a data byte FF) and restart markers
+                if i < 0:
+                    return None
+    return None
 
 
 def decoded_jpeg(data):
@@ -55,21 +91,26 @@ def decoded_jpeg(data):
         return np.asarray(image)
 
 
-def scan_is_whole(data):
-    """Whether a JPEG's picture data runs to its end marker: the pixels stay the same with PROBE slipped in
-    before the marker that follows the last scan's header (a cut file decodes PROBE as more picture)."""
-    last_scan = data.rfind(b"\xff\xda")
-    end = data.find(b"\xff\xd9", last_scan) if last_scan >= 0 else -1
-    return end >= 0 and np.array_equal(decoded_jpeg(data), decoded_jpeg(data[:end] + PROBE + data[end:]))
+def scan_is_whole(data, end):
+    """Whether a JPEG's picture data runs to its end marker at `end` (from `jpeg_end`): the pixels stay the same
+    with PROBE slipped in before that marker (a cut file decodes PROBE as more picture). Trailing data is left out."""
+    whole = data[:end + 2]
+    return np.array_equal(decoded_jpeg(whole), decoded_jpeg(whole[:end] + PROBE + whole[end:]))
 
 
 def inspect_photo(path):
     """(what stands out in one image file or None for a plain RGB JPEG, whether it can be used), judged from
-    what is there: a regular file (anything else is named, never opened), the format its bytes really are, the
-    header's colour mode, and a decode that proves the whole file is there."""
+    what is there: a regular file of at most MAX_PHOTO_BYTES (anything else is named, never opened or read), the
+    format its bytes really are, the header's colour mode, and a decode that proves the whole file is there."""
     if (problem := file_problem(path)) is not None:   # a folder, a FIFO, a device: opening it could hang
         return problem, False
-    data = Path(path).read_bytes()
+    too_large = f"too large for a photo: over {MAX_PHOTO_BYTES // 2**20} MiB"
+    if Path(path).stat().st_size > MAX_PHOTO_BYTES:
+        return too_large, False
+    with open(path, "rb") as f:
+        data = f.read(MAX_PHOTO_BYTES + 1)            # at most that: the file may have grown since
+    if len(data) > MAX_PHOTO_BYTES:
+        return too_large, False
     if not data:
         return "an empty file", False
     try:
@@ -77,9 +118,9 @@ def inspect_photo(path):
             kind, mode = image.format, image.mode
             if kind != "JPEG":
                 image.load()                         # every byte decoded: a cut file fails
-        if kind == "JPEG" and b"\xff\xd9" not in data[data.rfind(b"\xff\xda"):]:
-            return "a JPEG cut short: it stops with no end marker after its picture data", False
-        if kind == "JPEG" and not scan_is_whole(data):   # decodes the file, twice
+        if kind == "JPEG" and (end := jpeg_end(data)) is None:
+            return "a JPEG cut short, no end marker: the file stops in its picture data", False
+        if kind == "JPEG" and not scan_is_whole(data, end):   # decodes the file, twice
             return "a JPEG cut short, its end marker put back: the picture data stops early", False
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         return f"unreadable: {error}", False

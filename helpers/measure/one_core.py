@@ -3,8 +3,8 @@ runtime, where the GPU's Python process shares two virtual CPUs with it.
 
 `PipelineChild` starts a Python child that pins itself with `os.sched_setaffinity(0, {cpu})` before TensorFlow
 starts (every thread TensorFlow makes inherits that one CPU), sets TensorFlow's intra- and inter-op pools and
-tf.data's private thread pool to 1 thread, builds its pipelines by calling factories ("module:function" with JSON
-keyword arguments), and then runs one epoch of one of them each time the parent asks, replying with its `Epoch`
+tf.data's private thread pool to 1 thread, builds its pipelines by calling factories ("helpers.<module>:<function>"
+with JSON keyword arguments: the name rule of `peak_memory`, checked in parent and child, so no other code runs), and then runs one epoch of one of them each time the parent asks, replying with its `Epoch`
 as one JSON line on stdout. The parent decides the rounds (`helpers.measure.alternate`), so a one-core
 epoch alternates with whatever it is compared with.
 
@@ -16,7 +16,6 @@ from the page cache into a preallocated buffer with large reads, which no pipeli
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -26,6 +25,8 @@ import time
 from collections import deque
 
 from helpers.measure.core import Epoch, pipeline_epoch
+from helpers.measure.peak_memory import check_function_name, load_function
+from helpers.storage.files import file_problem
 from helpers.setup.processes import child_environment, exit_with_parent
 
 # The child's first statements: pin this process before anything imports TensorFlow (helpers.measure's package
@@ -62,7 +63,7 @@ class PipelineChild:
     """A child process holding named pipelines: `epoch(name)` runs one epoch of one of them there and returns its
     `Epoch`.
 
-    `pipelines` maps a name to `(factory, kwargs)`: `factory` is "module:function", and `function(**kwargs)` must
+    `pipelines` maps a name to `(factory, kwargs)`: `factory` is "helpers.<module>:<function>", and `function(**kwargs)` must
     return the dataset (anything `pipeline_epoch` takes); `kwargs` must be JSON (paths as strings). `cpu`: the CPU
     to pin the child to, or `"auto"` for `pick_core()`. `repeat`: each epoch reads every pipeline that many
     times (`dataset.repeat`), for splits so small that one pass lasts about as long as tf.data takes to start.
@@ -155,7 +156,8 @@ class PipelineChild:
     def copy_rate(self, paths: list[str], seconds: float = 0.3) -> float:
         """Bytes per second the child copies `paths` (read whole, again and again for at least `seconds`) into a
         preallocated buffer with reads of `COPY_CHUNK` bytes: the page cache's ceiling for one core, once the
-        files are cached (read them once first)."""
+        files are cached (read them once first). Only regular files: `/dev/zero` or a FIFO would never end."""
+        _check_regular(paths)
         self.wait_ready()
         return float(self._ask({"do": "copy", "paths": [str(p) for p in paths], "seconds": seconds})["rate"])
 
@@ -178,13 +180,22 @@ class PipelineChild:
 
 
 def _check_factory(name: str, factory: str) -> None:
-    if not isinstance(factory, str) or ":" not in factory:
-        raise ValueError(f"pipeline {name!r}: the factory must be 'module:function', not {factory!r}")
+    try:
+        check_function_name(factory)
+    except ValueError as error:
+        raise ValueError(f"pipeline {name!r}: {error}") from None
+
+
+def _check_regular(paths: list[str]) -> None:
+    for path in paths:
+        if (problem := file_problem(path)) is not None:
+            raise ValueError(f"cannot measure a copy rate from {path}: it is {problem}")
 
 
 def copy_files(paths: list[str], seconds: float) -> float:
     """Bytes per second read from `paths` into one preallocated buffer (no allocation per read), repeated for at
-    least `seconds`."""
+    least `seconds`. Only regular files (checked again here, in the child)."""
+    _check_regular(paths)
     buffer = memoryview(bytearray(COPY_CHUNK))
     done, start = 0, time.perf_counter()
     while True:
@@ -247,8 +258,7 @@ def _serve(spec: dict) -> None:
     options.threading.private_threadpool_size = 1
 
     def build(factory: str, kwargs: dict):
-        module, _, function = factory.partition(":")
-        dataset = getattr(importlib.import_module(module), function)(**kwargs)
+        dataset = load_function(factory)(**kwargs)   # a helpers.<module>:<function> name, or a ValueError
         return (dataset.repeat(spec["repeat"]) if spec["repeat"] > 1 else dataset).with_options(options)
 
     datasets = {name: build(factory, kwargs) for name, (factory, kwargs) in spec["pipelines"].items()}

@@ -103,10 +103,23 @@ def function_name(function: Callable | str) -> str:
     return name
 
 
+def check_function_name(name: str) -> str:
+    """`name` if it is a "helpers.<module>:<function>" name a child may import (nothing is imported to check it);
+    `ValueError` for any other (a name such as "os:system" would run anything). `one_core` checks by it too.
+
+    >>> check_function_name("os:system")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'os:system' is not a 'helpers.<module>:<function>' name
+    """
+    if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a 'helpers.<module>:<function>' name")
+    return name
+
+
 def load_function(name: str) -> Callable:
     """The function a checked "helpers.<module>:<function>" name gives (`ValueError` for any other name)."""
-    if not FUNCTION_NAME.fullmatch(name):
-        raise ValueError(f"{name!r} is not a 'helpers.<module>:<function>' name")
+    check_function_name(name)
     module, _, attribute = name.partition(":")
     function = getattr(importlib.import_module(module), attribute, None)
     if not callable(function):

@@ -23,9 +23,24 @@ def _outside(where: str, value: int, num_classes: int | None, position: int | No
 def _limit(num_classes: int | None) -> int:
     if num_classes is None:
         return INT64_END
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
-        raise ValueError(f"num_classes must be a whole number of at least 1, not {num_classes!r}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or not 1 <= num_classes <= INT64_END:
+        raise ValueError(f"num_classes must be a whole number from 1 to 2**63 (labels are int64), not {num_classes!r}")
     return int(num_classes)
+
+
+def _not_whole(label) -> bool:
+    """A bool, a timedelta64 (numpy counts it as an integer type) or anything not an integer type."""
+    return isinstance(label, (bool, np.bool_, np.timedelta64)) or not isinstance(label, (int, np.integer))
+
+
+def _first_not_whole(items) -> object | None:
+    """The first element of a list or tuple (one level of nesting: shape (n, 1)) that is not a whole number, or
+    None. Checked before np.asarray, which would turn [1, True] into [1, 1]."""
+    for item in items:
+        for value in (item if isinstance(item, (list, tuple)) else [item]):
+            if _not_whole(value):
+                return value
+    return None
 
 
 def label_checker(where: str, num_classes: int | None = None) -> Callable[..., int]:
@@ -43,7 +58,7 @@ def label_checker(where: str, num_classes: int | None = None) -> Callable[..., i
     limit = _limit(num_classes)
 
     def check(label, record: int | None = None) -> int:
-        if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
+        if _not_whole(label):
             at = where if record is None else f"{where}, record {record}"
             raise ValueError(f"{at}: label {label!r} is a {type(label).__name__}; labels must be whole numbers "
                              f"(an integer type).")
@@ -79,6 +94,9 @@ def class_labels(labels, where: str, num_classes: int | None = None) -> np.ndarr
     ValueError: here: labels must be whole numbers (an integer dtype), got float64 values such as 7.9.
     """
     limit = _limit(num_classes)
+    if isinstance(labels, (list, tuple)) and (bad := _first_not_whole(labels)) is not None:
+        raise ValueError(f"{where}: labels must be whole numbers (an integer type), got a {type(bad).__name__} "
+                         f"such as {bad!r}.")
     labels = np.asarray(labels)
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]

@@ -142,15 +142,22 @@ def export_png_folder(images: np.ndarray, labels: np.ndarray, folder: str | Path
     return folder
 
 
+# ASCII digits only: int() and float() also take "1_0" and other scripts' digits, which no writer here writes
+WHOLE = re.compile(r"[+-]?[0-9]+")
+SAVETXT = re.compile(r"[+-]?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _parse_label(text: str) -> int:
     """A whole number that fits int64, written as `6` or as `np.savetxt` writes it (`6.000000000000000000e+00`)."""
-    try:
+    if WHOLE.fullmatch(text):
         value = int(text)
-    except ValueError:
-        number = float(text)  # raises ValueError for text that is no number
-        if not number.is_integer():   # nor inf, nor nan
-            raise ValueError(text) from None
+    elif SAVETXT.fullmatch(text):
+        number = float(text)
+        if not number.is_integer():   # nor inf (1e999)
+            raise ValueError(text)
         value = int(number)
+    else:
+        raise ValueError(text)
     if not -2**63 <= value < 2**63:
         raise ValueError(text)
     return value
