@@ -349,3 +349,17 @@ def test_a_png_label_file_takes_ascii_digits_only(tmp_path, text):
 def test_a_png_label_file_still_reads_what_the_writers_write(tmp_path):
     (tmp_path / "tr_label.txt").write_text("3\n0\n6.000000000000000000e+00\n+2\n", encoding="utf-8")
     assert read_labels(tmp_path, "tr").tolist() == [3, 0, 6, 2]
+
+
+@pytest.mark.parametrize("num_shards, total", [(True, 10), (2, True), (2, 10**30), (2.0, 10)])
+def test_write_shards_names_counts_that_are_not_whole_numbers_of_a_sane_size(tmp_path, num_shards, total):
+    images = np.zeros((10, 28, 28), np.uint8)
+    with pytest.raises(ValueError, match="whole number"):
+        write_shards(zip(images, range(10)), tmp_path, "train", num_shards, total=total, progress=False)
+    assert not list(tmp_path.iterdir())   # nothing written
+
+
+def test_a_memory_budget_larger_than_setrlimit_takes_is_refused():
+    from helpers.measure.peak_memory import check_budget
+    with pytest.raises(ValueError, match="at most 2"):
+        check_budget(1e30)

@@ -171,9 +171,10 @@ def check_budget(budget_mib) -> float:
     1280.0
     """
     if isinstance(budget_mib, bool) or not isinstance(budget_mib, (int, float)) or not math.isfinite(budget_mib) \
-            or budget_mib <= 0:
-        raise ValueError(f"budget_mib must be a finite number of MiB above 0, not {budget_mib!r}: a budget of 0, "
-                         f"a negative one or infinity would mean no limit or no memory at all")
+            or budget_mib <= 0 or budget_mib > 2**40:
+        raise ValueError(f"budget_mib must be a finite number of MiB above 0 and at most 2**40 (a mebibyte short of "
+                         f"an exbibyte), not {budget_mib!r}: a budget of 0, a negative one, infinity or more than "
+                         f"setrlimit takes would mean no limit or no memory at all")
     return float(budget_mib)
 
 

@@ -145,6 +145,9 @@ def write_shards(
                 "write_shards needs to know how many records the split holds to name and size the shards: "
                 "pass total=... when records is a generator or zip(), or when writing some of the shards."
             ) from None
+    for name, value in (("num_shards", num_shards), ("total", total)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value > 2**62:
+            raise ValueError(f"{name} must be a whole number of records or shards (at most 2**62), got {value!r}")
     if num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     if total < 1:
