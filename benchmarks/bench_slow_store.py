@@ -66,8 +66,8 @@ def run(quick: bool) -> list[Result]:
         print(f"bench_slow_store: skipped. {reason}", file=sys.stderr, end=" ")
         return []
     shards = 8 if quick else 16
-    n = 10_000 if quick else 40_000          # about 1.1 MB a shard in quick mode, 2.1 MB in a full run
-    rounds = 6 if quick else 12
+    n = 4_000 if quick else 40_000           # about 0.4 MB a shard in quick mode, 2.1 MB in a full run
+    rounds = 2 if quick else 12
     x, y = digits(n)
     workdir = Path(tempfile.mkdtemp(prefix="bench-slow-store-"))
     try:

@@ -26,6 +26,8 @@ from collections import deque
 
 from helpers.measure.core import Epoch, pipeline_epoch
 from helpers.measure.peak_memory import check_function_name, load_function
+
+FACTORY_ROOTS = ("helpers", "benchmarks")   # a pipeline factory is the series' code: the helpers or a benchmark
 from helpers.storage.files import file_problem
 from helpers.setup.processes import child_environment, exit_with_parent
 
@@ -181,7 +183,7 @@ class PipelineChild:
 
 def _check_factory(name: str, factory: str) -> None:
     try:
-        check_function_name(factory)
+        check_function_name(factory, FACTORY_ROOTS)
     except ValueError as error:
         raise ValueError(f"pipeline {name!r}: {error}") from None
 
@@ -258,7 +260,7 @@ def _serve(spec: dict) -> None:
     options.threading.private_threadpool_size = 1
 
     def build(factory: str, kwargs: dict):
-        dataset = load_function(factory)(**kwargs)   # a helpers.<module>:<function> name, or a ValueError
+        dataset = load_function(factory, FACTORY_ROOTS)(**kwargs)   # a checked name, or a ValueError
         return (dataset.repeat(spec["repeat"]) if spec["repeat"] > 1 else dataset).with_options(options)
 
     datasets = {name: build(factory, kwargs) for name, (factory, kwargs) in spec["pipelines"].items()}

@@ -103,23 +103,25 @@ def function_name(function: Callable | str) -> str:
     return name
 
 
-def check_function_name(name: str) -> str:
-    """`name` if it is a "helpers.<module>:<function>" name a child may import (nothing is imported to check it);
-    `ValueError` for any other (a name such as "os:system" would run anything). `one_core` checks by it too.
+def check_function_name(name: str, roots: tuple[str, ...] = ("helpers",)) -> str:
+    """`name` if it is a "<root>.<module>:<function>" name a child may import, `<root>` one of `roots` (the
+    helpers package, or also the benchmarks for `one_core`; nothing is imported to check it); `ValueError` for any
+    other (a name such as "os:system" would run anything). `one_core` checks by it too.
 
     >>> check_function_name("os:system")
     Traceback (most recent call last):
     ...
     ValueError: 'os:system' is not a 'helpers.<module>:<function>' name
     """
-    if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
-        raise ValueError(f"{name!r} is not a 'helpers.<module>:<function>' name")
+    pattern = "|".join(re.escape(root) for root in roots)
+    if not isinstance(name, str) or not re.fullmatch(rf"(?:{pattern})(?:\.[A-Za-z_]\w*)+:[A-Za-z_]\w*", name):
+        raise ValueError(f"{name!r} is not a {' or '.join(repr(r + '.<module>:<function>') for r in roots)} name")
     return name
 
 
-def load_function(name: str) -> Callable:
-    """The function a checked "helpers.<module>:<function>" name gives (`ValueError` for any other name)."""
-    check_function_name(name)
+def load_function(name: str, roots: tuple[str, ...] = ("helpers",)) -> Callable:
+    """The function a checked "<root>.<module>:<function>" name gives (`ValueError` for any other name)."""
+    check_function_name(name, roots)
     module, _, attribute = name.partition(":")
     function = getattr(importlib.import_module(module), attribute, None)
     if not callable(function):
