@@ -91,23 +91,18 @@ def run(quick: bool) -> list[Result]:
     where = (f"{n:,} MNIST-sized records in {shards} shards ({shard_bytes / 1e6:.1f} MB), batch {BATCH}; store: "
              f"{STORE['open_latency_ms']} ms an open, {STORE['read_latency_ms']} ms a read, "
              f"{STORE['bandwidth_mb_s']} MB/s")
-    return [
-        Result("slow_store_parallel_interleave_gain",
-               f"slow store: {CYCLE} files read at once (interleave), parallel parse, prefetch / one file at a "
-               f"time, records per second", "> 1",
-               f"{where}: parallel {rate('store parallel')}, sequential {rate('store sequential')} (medians)",
-               measured.ratio("store parallel", "store sequential")),
-        Result("page_cache_parallel_interleave_gain",
-               "page cache: the same two pipelines on the same shards, parallel / one file at a time", "-",
-               f"parallel {rate('cache parallel')}, sequential {rate('cache sequential')} (medians)",
-               measured.ratio("cache parallel", "cache sequential")),
-        Result("slow_store_autotune_interleave_gain",
-               "slow store: the parallel pipeline with num_parallel_calls=AUTOTUNE / one file at a time", "-",
-               f"AUTOTUNE {rate('store autotune')}, sequential {rate('store sequential')} (medians)",
-               measured.ratio("store autotune", "store sequential")),
-        Result("slow_store_vs_page_cache_sequential",
-               "one file at a time: page cache rate / slow store rate (what the store's waits cost)", "> 1",
-               f"page cache {rate('cache sequential')}, slow store {rate('store sequential')} (medians)",
-               measured.ratio("cache sequential", "store sequential")),
+    # (key, what it compares, goal, the side measured, the side it is divided by)
+    rows = [
+        ("slow_store_parallel_interleave_gain", f"slow store: {CYCLE} files read at once (interleave), parallel "
+         f"parse, prefetch / one file at a time, records per second", "> 1", "store parallel", "store sequential"),
+        ("page_cache_parallel_interleave_gain", "page cache: the same two pipelines on the same shards, parallel / "
+         "one file at a time", "-", "cache parallel", "cache sequential"),
+        ("slow_store_autotune_interleave_gain", "slow store: the parallel pipeline with "
+         "num_parallel_calls=AUTOTUNE / one file at a time", "-", "store autotune", "store sequential"),
+        ("slow_store_vs_page_cache_sequential", "one file at a time: page cache rate / slow store rate (what the "
+         "store's waits cost)", "> 1", "cache sequential", "store sequential"),
     ]
+    return [Result(key, what, goal, (f"{where}: " if i == 0 else "") + f"{side} {rate(side)}, {base} {rate(base)} "
+                   "(medians)", measured.ratio(side, base))
+            for i, (key, what, goal, side, base) in enumerate(rows)]
 
