@@ -66,27 +66,35 @@ def mix_images(images, labels, seed=None):
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Reading: parse, mix, rebatch
-from helpers.storage.blocks import open_block_split   # plumbing: argument checks, the index checked, checksums
+from helpers.storage.blocks import open_block_split   # plumbing: argument checks, index, checksums
 from helpers.storage.tfrecord.read import exact_length
 
 def read_blocks(directory, split, batch_size=256, *, shuffle=False, mix_blocks=8, shuffle_blocks=64,
                 parallel_reads=4, seed=None, verify=False):
     """`(images, labels)` batches of `batch_size` from block records written by `write_blocks`."""
-    info = open_block_split(directory, split, verify=verify, batch_size=batch_size, mix_blocks=mix_blocks,
-                            shuffle_blocks=shuffle_blocks, parallel_reads=parallel_reads)
+    info = open_block_split(directory, split, verify=verify, batch_size=batch_size,
+                            mix_blocks=mix_blocks, shuffle_blocks=shuffle_blocks,
+                            parallel_reads=parallel_reads)
     where = f"block split {split!r} of {directory}"
+    parse = parse_block_fn(info.spec, where)
     files = tf.data.Dataset.from_tensor_slices([str(f) for f in info.files])
+    # No read buffer: it would copy every byte once more, and a block is big enough that reading
+    # it straight into its record costs only a few more system calls.
+    records = lambda file: tf.data.TFRecordDataset(file, buffer_size=0)
     if not shuffle:   # one file after another: the written order
-        ds = files.flat_map(tf.data.TFRecordDataset).map(parse_block_fn(info.spec, where),
-                                                         num_parallel_calls=tf.data.AUTOTUNE)
+        ds = files.flat_map(records).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     else:
-        ds = (files.shuffle(len(info.files), seed=seed)                               # the file order
-              .interleave(tf.data.TFRecordDataset, cycle_length=parallel_reads,       # several files at once,
-                          num_parallel_calls=parallel_reads, deterministic=False)     # whichever block is ready
-              .shuffle(shuffle_blocks, seed=seed)                                     # the blocks
-              .map(parse_block_fn(info.spec, where), num_parallel_calls=tf.data.AUTOTUNE)
-              .rebatch(info.block_size * mix_blocks)                                  # mix_blocks blocks ...
-              .map(lambda x, y: mix_images(x, y, seed), num_parallel_calls=tf.data.AUTOTUNE))  # ... mixed
+        window = info.block_size * mix_blocks                     # images mixed together
+        ds = (files.shuffle(len(info.files), seed=seed)            # the file order
+              .interleave(records, cycle_length=parallel_reads,   # several files
+                          num_parallel_calls=parallel_reads,       # at once, whichever block
+                          deterministic=False)                     # is ready
+              .shuffle(shuffle_blocks, seed=seed)                  # the blocks
+              .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+              .rebatch(window))                                    # mix_blocks blocks ...
+        # ... mixed, unless a window is one batch: the order inside a batch does not change its
+        if window != batch_size:                                   # gradient (a sum over images)
+            ds = ds.map(lambda x, y: mix_images(x, y, seed), num_parallel_calls=tf.data.AUTOTUNE)
     return exact_length(ds.rebatch(batch_size), -(-info.total_records // batch_size), where)
 
 
