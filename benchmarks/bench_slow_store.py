@@ -67,7 +67,7 @@ def run(quick: bool) -> list[Result]:
         return []
     shards = 8 if quick else 16
     n = 4_000 if quick else 40_000           # about 0.4 MB a shard in quick mode, 2.1 MB in a full run
-    rounds = 2 if quick else 12
+    rounds = 2 if quick else 9   # 9: the fewest whose 95 % interval leaves out the extremes
     x, y = digits(n)
     workdir = Path(tempfile.mkdtemp(prefix="bench-slow-store-"))
     try:
