@@ -42,19 +42,36 @@ def test_each_branch_picks_its_own_settings():
 
 # Each case starts TensorFlow in a process of its own (seconds each), so each one tests something the others do not:
 # a rehearsal overriding a larger and a smaller CPU request (one replica, then two), and the CPU branch splitting
-# itself. The CPU branch's single device is what notebooks 01-05 start with in this same test run.
-@pytest.mark.parametrize("rehearse, cpu_devices, replicas", [("1", 2, 1), ("2", 1, 2), ("", 2, 2)])
-def test_a_rehearsal_configures_tensorflow_as_the_gpu_branch_would(rehearse, cpu_devices, replicas):
+# itself. The CPU branch's single device is what notebooks 01-05 start with in this same test run. The three
+# processes run at the same time (one after the other, starting TensorFlow three times took three times as long).
+CASES = [("1", 2, 1), ("2", 1, 2), ("", 2, 2)]   # (rehearsed GPUs, CPU devices asked for, replicas expected)
+
+
+def test_a_rehearsal_configures_tensorflow_as_the_gpu_branch_would():
     """In a fresh process (devices are fixed once TensorFlow runs): a rehearsal of N GPUs gives N replicas
     whatever the notebook asked for its CPU branch, and the CPU branch gives what it asked."""
-    code = ("import json; from helpers.setup.notebook import start, branch; start(cpu_devices=%d); b = branch(); "
-            "print(json.dumps([b.gpus, b.rehearsal, b.strategy().num_replicas_in_sync, b.precision]))" % cpu_devices)
-    env = {**os.environ, REHEARSAL_ENV: rehearse, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    gpus, rehearsal, got_replicas, precision = json.loads(done.stdout.strip().splitlines()[-1])
-    assert (gpus, rehearsal, got_replicas) == (int(rehearse or 0), bool(rehearse), replicas)
-    assert precision == ("mixed_bfloat16" if rehearse else "float32")
+    def start(rehearse, cpu_devices):
+        code = ("import json; from helpers.setup.notebook import start, branch; start(cpu_devices=%d); b = branch(); "
+                "print(json.dumps([b.gpus, b.rehearsal, b.strategy().num_replicas_in_sync, b.precision]))"
+                % cpu_devices)
+        env = {**os.environ, REHEARSAL_ENV: rehearse, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+
+    children = [start(rehearse, cpu_devices) for rehearse, cpu_devices, _ in CASES]
+    try:
+        for (rehearse, cpu_devices, replicas), child in zip(CASES, children):
+            stdout, stderr = child.communicate(timeout=180)
+            case = (rehearse, cpu_devices)
+            assert child.returncode == 0, (case, stderr)
+            gpus, rehearsal, got_replicas, precision = json.loads(stdout.strip().splitlines()[-1])
+            assert (gpus, rehearsal, got_replicas) == (int(rehearse or 0), bool(rehearse), replicas), case
+            assert precision == ("mixed_bfloat16" if rehearse else "float32"), case
+    finally:
+        for child in children:   # a failed case leaves no process behind
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
 
 
 def test_a_child_sees_no_gpu_and_never_rehearses_unless_told(monkeypatch):

@@ -354,18 +354,29 @@ def test_writers_of_two_splits_in_one_folder_both_succeed(tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    for trial in range(2):
-        out = tmp_path / f"shards-{trial}"
-        writers = [subprocess.Popen([sys.executable, str(script), str(out), split, str(value)], env=env,
-                                    stderr=subprocess.PIPE, text=True)
-                   for split, value in (("train", 1), ("test", 2))]
-        errors = [w.communicate(timeout=240)[1] for w in writers]
-        assert [w.returncode for w in writers] == [0, 0], errors
-        splits = T.load_manifest(out)
-        assert {k: (v.complete, len(v.shards)) for k, v in splits.items()} == {"train": (True, 60), "test": (True, 60)}
-        assert all(r.ok for r in T.verify_shards(out))
-        images, _ = next(iter(read_split(out, "test", 120)))
-        assert (images.numpy() == 2).all()
+
+    def writer(out, split, value):
+        return subprocess.Popen([sys.executable, str(script), str(out), split, str(value)], env=env,
+                                stderr=subprocess.PIPE, text=True)
+
+    # Two trials of two writers sharing a folder; the trials run at the same time, each in its own folder (one
+    # after the other, the test took twice as long: each writer spends seconds starting TensorFlow).
+    trials = {out: [writer(out, "train", 1), writer(out, "test", 2)]
+              for out in (tmp_path / "shards-0", tmp_path / "shards-1")}
+    try:
+        for out, writers in trials.items():
+            errors = [w.communicate(timeout=240)[1] for w in writers]
+            assert [w.returncode for w in writers] == [0, 0], errors
+            splits = T.load_manifest(out)
+            assert ({k: (v.complete, len(v.shards)) for k, v in splits.items()}
+                    == {"train": (True, 60), "test": (True, 60)})
+            assert all(r.ok for r in T.verify_shards(out))
+            images, _ = next(iter(read_split(out, "test", 120)))
+            assert (images.numpy() == 2).all()
+    finally:
+        for w in (w for writers in trials.values() for w in writers if w.poll() is None):
+            w.kill()   # a failed trial leaves no process behind
+            w.communicate()
 
 
 HOLDER = textwrap.dedent("""
