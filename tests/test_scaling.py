@@ -162,10 +162,11 @@ def test_loading_more_than_the_budget_fails_where_streaming_fits(tmp_path):
 
     x, y = make_digits(1_000, seed=6)
     # 599 MiB of pixels: more than a budget of 900 MiB leaves beside TensorFlow (about 300 MiB). Loading allocates
-    # the whole split before it reads a record, so images 3 times as wide and high (84x84) make those bytes in a
-    # ninth of the records, a ninth of the writing. (Were the budget not enforced, the MLP would refuse them.)
-    big = np.repeat(np.repeat(x, 3, axis=1), 3, axis=2)
-    n = 89_000
+    # the whole split before it reads a record, so images 9 times as wide and high (252x252) make those bytes in an
+    # 81st of the records, with an 81st of the per-record work of writing them (84x84 images, 89,000 records, took
+    # most of this test's time). (Were the budget not enforced, the MLP would refuse them.)
+    big = np.repeat(np.repeat(x, 9, axis=1), 9, axis=2)
+    n = 9_900
     write_shards(((big[i % 1_000], y[i % 1_000]) for i in range(n)), tmp_path, "train", 4, total=n, progress=False)
     small = tmp_path / "small"
     write_shards(zip(x, y), small, "train", 2, total=len(x), progress=False)
