@@ -65,6 +65,23 @@ def test_a_batch_draws_from_several_blocks_when_mixing(tmp_path):
     assert len(set(batch.tolist())) >= 3
 
 
+def test_a_mixing_window_of_one_batch_gives_whole_blocks_that_meet_differently_each_epoch(tmp_path):
+    # 12 blocks of 50 images, each image filled with its block's number. Batches of 100 with mix_blocks=2: a window
+    # is one batch, so read_blocks leaves the order inside it alone (it does not change the batch's gradient), but
+    # every image must come once, and which blocks share a batch must change from epoch to epoch.
+    block_of = np.repeat(np.arange(12, dtype=np.uint8), 50)
+    write_blocks(np.broadcast_to(block_of[:, None, None], (600, 2, 2)), np.arange(600), tmp_path, "pairs",
+                 num_shards=3, block_size=50)
+    ds = read_blocks(tmp_path, "pairs", 100, shuffle=True, mix_blocks=2)
+    epochs = [[(x.numpy()[:, 0, 0], y.numpy()) for x, y in ds] for _ in range(2)]
+    for batches in epochs:
+        assert sorted(np.concatenate([y for _, y in batches]).tolist()) == list(range(600))   # each image once
+        assert all(np.array_equal(x, block_of[y]) for x, y in batches)                          # images intact
+        assert all(len(set(x.tolist())) == 2 for x, _ in batches)                   # two whole blocks a batch
+    pairs = [{frozenset(x.tolist()) for x, _ in batches} for batches in epochs]
+    assert pairs[0] != pairs[1]
+
+
 def test_missing_truncated_and_renamed_block_files_are_named(blocks):
     victim = read_block_index(blocks, "train").files[1]
     assert victim.name == block_file_name("train", 1, 3, read_block_index(blocks, "train").generation)
