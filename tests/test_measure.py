@@ -220,4 +220,6 @@ def test_a_slow_pydataset_is_slow_alone_and_in_fit_and_its_headroom_is_below_one
     assert measured.ratio("slow, training", "memory").high < 0.5
     assert measured.ratio("slow alone", "memory").values == tuple(
         a / b for a, b in zip(measured.values["slow alone"], measured.values["memory"]))
-    assert measured.samples("instant alone").low > 10 * measured.samples("slow alone").high
+    # The median, not the lowest round: an instant epoch lasts a fraction of a millisecond, so one hiccup of a loaded
+    # machine (26 ms once in a full pytest run beside other jobs) makes its lowest round meaningless.
+    assert measured.samples("instant alone").median > 10 * measured.samples("slow alone").high
