@@ -22,7 +22,7 @@ def test_a_row_is_read_with_its_interval_detail_and_run(tmp_path):
     assert figure.detail == "float_list 1,967 ms, raw 106 ms (medians)"
     assert figure.run == "15.4 min on 2 cores (x86_64), Python 3.11.7"
     assert figure.brief(".1f") == "21.0× (14.1–25.9)"
-    assert "key some_ratio_ae of benchmarks/last_full_run.txt" in figure.beside()
+    assert figure.beside(".1f") == "full run: 21.0× (14.1–25.9) (some_ratio_ae in benchmarks/last_full_run.txt)"
     size = full_run_figure("a_size", path)
     assert size.interval is None and size.brief() == "1.07×"
     assert full_run_figure("big_headroom", path).interval == (282.338, 492.813)
@@ -41,3 +41,11 @@ def test_an_unknown_key_names_the_file_and_a_missing_file_gives_none(tmp_path):
 def test_the_stored_run_holds_the_keys_notebooks_02_and_03_print(key):
     assert FULL_RUN_FILE.is_file()
     assert full_run_figure(key).median > 0
+
+
+def test_beside_full_run_points_at_the_file_when_it_is_absent(monkeypatch, tmp_path):
+    import helpers.measure.full_run as full_run
+
+    monkeypatch.setattr(full_run, "FULL_RUN_FILE", tmp_path / "absent.txt")
+    monkeypatch.setattr(full_run.full_run_figure, "__defaults__", (tmp_path / "absent.txt",))
+    assert "in the repository" in full_run.beside_full_run("cold_read_slowdown")

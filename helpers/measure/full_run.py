@@ -44,10 +44,9 @@ class FullRunFigure:
         """The sentence a notebook prints after its own figure.
 
         >>> print(FullRunFigure("k", 21.0, (14.1, 25.9), "", "9 min on 2 cores").beside(".1f"))
-        full run: 21.0× (14.1–25.9) (key k of benchmarks/last_full_run.txt: the maintainers' python -m benchmarks.run, 9 min on 2 cores)
+        full run: 21.0× (14.1–25.9) (k in benchmarks/last_full_run.txt)
         """
-        return (f"full run: {self.brief(fmt, unit)} (key {self.key} of benchmarks/last_full_run.txt: "
-                f"the maintainers' python -m benchmarks.run, {self.run})")
+        return f"full run: {self.brief(fmt, unit)} ({self.key} in benchmarks/last_full_run.txt)"
 
 
 def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure | None:
@@ -74,3 +73,15 @@ def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure | Non
             detail = following.strip() if following.startswith(" ") else ""
             return FullRunFigure(key, _number(match["median"]), interval, detail, run)
     raise KeyError(f"{path} holds no row for the key {key!r}")
+
+
+def beside_full_run(key: str, fmt: str = ".2f", unit: str = "×") -> str:
+    """What a notebook prints beside its own figure: the full run's, or where to find it when the file is absent.
+
+    >>> beside_full_run("tfrecord_bytes_per_raw_byte").startswith("full run: ")
+    True
+    """
+    figure = full_run_figure(key)
+    if figure is None:
+        return f"full run: key {key} of benchmarks/last_full_run.txt, in the repository (not installed here)"
+    return figure.beside(fmt, unit)
