@@ -4,7 +4,8 @@
 output is stored in `benchmarks/last_full_run.txt` and its date and machine in the README ("The last full
 run"). A notebook in quick mode measures small sizes; `full_run_figure` gives the same quantity at size.
 Outside a checkout of the repository (the package installed with pip, on Colab) the file is absent and
-`full_run_figure` returns None: say so, and point at the file.
+`full_run_figure` returns None: say so, and point at the file. Introduced in
+notebooks/02_tfrecord_conversion.ipynb (and used in 03).
 """
 from __future__ import annotations
 
