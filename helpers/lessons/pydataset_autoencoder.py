@@ -10,8 +10,10 @@ import keras
 import math
 
 class ImageBatches(keras.utils.PyDataset):
-    """Shuffled batches of `n_images` images as `(x, x)` float32 pairs in [0, 1]; a subclass says how to `fetch`."""
-    def __init__(self, n_images, batch_size, *, shuffle=True, seed=None, drop_remainder=False, **kwargs):
+    """Shuffled batches of `n_images` images as `(x, x)` float32 pairs in [0, 1]; a subclass says
+    how to `fetch`."""
+    def __init__(self, n_images, batch_size, *, shuffle=True, seed=None, drop_remainder=False,
+                 **kwargs):
         super().__init__(**kwargs)  # workers, use_multiprocessing, max_queue_size
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -20,10 +22,12 @@ class ImageBatches(keras.utils.PyDataset):
         self.on_epoch_end()  # the first epoch is shuffled too
 
     def on_epoch_end(self):
-        self.order = self.rng.permutation(self.n_images) if self.shuffle else np.arange(self.n_images)
+        self.order = (self.rng.permutation(self.n_images) if self.shuffle
+                      else np.arange(self.n_images))
 
     def __len__(self):
-        rounding = math.floor if self.drop_remainder else math.ceil  # ceil keeps the last, smaller batch
+        # ceil keeps the last, smaller batch
+        rounding = math.floor if self.drop_remainder else math.ceil
         return rounding(self.n_images / self.batch_size)
 
     def batch_indices(self, index):
@@ -43,7 +47,7 @@ class ImageBatches(keras.utils.PyDataset):
 class ArrayImageBatches(ImageBatches):
     """Batches from a uint8 array: in memory, or memory-mapped from a `.npy` file on disk.
 
-    >>> len(ArrayImageBatches(np.zeros((250, 32, 32, 3), np.uint8), batch_size=100))  # the last batch holds 50
+    >>> len(ArrayImageBatches(np.zeros((250, 32, 32, 3), np.uint8), batch_size=100))  # last: 50
     3
     """
 
@@ -59,20 +63,23 @@ class ArrayImageBatches(ImageBatches):
 from helpers.storage.png_folder import check_png_folder, load_png
 
 class PngFolderBatches(ImageBatches):
-    """Batches read from `folder/{prefix}_{i:05d}.png`, matched to the labels in `folder/{prefix}_label.txt`.
+    """Batches read from `folder/{prefix}_{i:05d}.png`, matched to the labels in
+    `folder/{prefix}_label.txt`.
 
-    A bad image raises an error naming the file when its batch is read; with `skip_bad_files=True` every
-    image is decoded once up front, and each bad one is named in a warning and left out (section 9).
+    A bad image raises an error naming the file when its batch is read; with `skip_bad_files=True`
+    every image is decoded once up front, and each bad one is named in a warning and left out
+    (section 9).
     """
 
-    def __init__(self, folder, prefix, batch_size, *, limit=None, image_shape=(32, 32, 3), skip_bad_files=False,
-                 **kwargs):
-        paths, labels = check_png_folder(folder, prefix)         # labels and files agree, or an error now
+    def __init__(self, folder, prefix, batch_size, *, limit=None, image_shape=(32, 32, 3),
+                 skip_bad_files=False, **kwargs):
+        paths, labels = check_png_folder(folder, prefix)  # labels and files agree, or an error now
         self.paths, self.labels = paths[:limit], labels[:limit]  # limit: use only the first images
         self.image_shape = tuple(image_shape)
-        self.skipped = []                                        # (path, what is wrong) of each file left out
+        self.skipped = []  # (path, what is wrong) of each file left out
         if skip_bad_files:
-            self.paths, self.labels, self.skipped = without_bad_files(self.paths, self.labels, self.image_shape)
+            self.paths, self.labels, self.skipped = without_bad_files(
+                self.paths, self.labels, self.image_shape)
         super().__init__(len(self.paths), batch_size, **kwargs)
 
     def fetch(self, indices):
@@ -81,7 +88,8 @@ class PngFolderBatches(ImageBatches):
 
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 3. The article's autoencoder, with two changes
 def conv_block(x, filters):
-    """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit, with BatchNorm's averages over ~10 steps, not ~100."""
+    """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit, with BatchNorm's averages over
+    ~10 steps, not ~100."""
     x = keras.layers.Conv2D(filters, (3, 3), padding="same")(x)
     x = keras.layers.BatchNormalization(momentum=0.9)(x)  # Keras's default: 0.99 (section 4)
     return keras.layers.Activation("relu")(x)
@@ -89,9 +97,10 @@ def conv_block(x, filters):
 
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 3. The article's autoencoder, with two changes
 def article_autoencoder(input_shape=(32, 32, 3)):
-    """The article's CIFAR-10 convolutional autoencoder: a 4x4x8 code for a 32x32x3 image, compiled as the
-    article did (Adam, binary cross-entropy against the input). Two changes (section 3): BatchNorm's momentum is
-    0.9, and no BatchNorm comes between the last convolution and the sigmoid.
+    """The article's CIFAR-10 convolutional autoencoder: a 4x4x8 code for a 32x32x3 image,
+    compiled as the article did (Adam, binary cross-entropy against the input). Two changes
+    (section 3): BatchNorm's momentum is 0.9, and no BatchNorm comes between the last convolution
+    and the sigmoid.
 
     >>> article_autoencoder().output_shape
     (None, 32, 32, 3)
@@ -102,7 +111,8 @@ def article_autoencoder(input_shape=(32, 32, 3)):
         x = keras.layers.MaxPooling2D((2, 2))(conv_block(x, filters))
     for filters in (8, 16, 32):                     # decoder: the mirror image, 4x4 → 32x32
         x = keras.layers.UpSampling2D((2, 2))(conv_block(x, filters))
-    x = keras.layers.Conv2D(input_shape[-1], (3, 3), padding="same")(x)  # the article normalised this too
+    # the article normalised this output too
+    x = keras.layers.Conv2D(input_shape[-1], (3, 3), padding="same")(x)
     outputs = keras.layers.Activation("sigmoid")(x)  # pixels in [0, 1]
     model = keras.Model(inputs, outputs, name="article_autoencoder")
     model.compile(optimizer="adam", loss="binary_crossentropy")
@@ -115,20 +125,26 @@ from helpers.storage.png_folder import PNG_END, PNG_SIGNATURE
 def read_png_pair(path, shape=(32, 32, 3)):
     """One PNG file as an (input, target) pair of float32 images in [0, 1], in TensorFlow ops.
 
-    A bad file fails with an error that names it: a missing file (`NotFoundError`), one that is not a
-    PNG, a truncated one, or one of another shape (`InvalidArgumentError`)."""
+    A bad file fails with an error that names it: a missing file (`NotFoundError`), one that is
+    not a PNG, a truncated one, or one of another shape (`InvalidArgumentError`)."""
     data = tf.io.read_file(path)
     checks = [
-        tf.debugging.Assert(tf.strings.substr(data, 0, 8) == PNG_SIGNATURE,
-                            [tf.strings.join([path, ": not a PNG file (its first bytes are not a PNG signature)"])]),
-        tf.debugging.Assert(tf.strings.substr(data, -12, 12) == PNG_END,
-                            [tf.strings.join([path, ": the PNG file is truncated (it does not end with an IEND chunk)"])]),
+        tf.debugging.Assert(
+            tf.strings.substr(data, 0, 8) == PNG_SIGNATURE,
+            [tf.strings.join([path, ": not a PNG file "
+                                    "(its first bytes are not a PNG signature)"])]),
+        tf.debugging.Assert(
+            tf.strings.substr(data, -12, 12) == PNG_END,
+            [tf.strings.join([path, ": the PNG file is truncated "
+                                    "(it does not end with an IEND chunk)"])]),
     ]
     with tf.control_dependencies(checks):  # decode only after the checks passed
         image = tf.io.decode_png(data, channels=shape[-1])
     size_check = tf.debugging.Assert(
         tf.reduce_all(tf.shape(image) == shape),
-        [tf.strings.join([path, f": the image is not {shape[0]}x{shape[1]}x{shape[2]}; its shape is"]), tf.shape(image)])
+        [tf.strings.join([path, f": the image is not {shape[0]}x{shape[1]}x{shape[2]}; "
+                                 "its shape is"]),
+         tf.shape(image)])
     with tf.control_dependencies([size_check]):
         image = tf.cast(tf.ensure_shape(image, shape), tf.float32) / 255.0
     return image, image
@@ -137,7 +153,8 @@ def read_png_pair(path, shape=(32, 32, 3)):
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: A `tf.data` pipeline over the PNG folder
 def tf_dataset_from_png_folder(folder, prefix, batch_size, *, shuffle=True, seed=None, limit=None,
                                image_shape=(32, 32, 3), threads=None):
-    """A `tf.data` pipeline over a PNG folder: file names → read → check → decode → batch, as `(x, x)` pairs.
+    """A `tf.data` pipeline over a PNG folder: file names → read → check → decode → batch,
+    as `(x, x)` pairs.
 
     `threads`: how many files to decode at once; None lets tf.data choose (`AUTOTUNE`)."""
     paths, _ = check_png_folder(folder, prefix)
@@ -160,7 +177,8 @@ def export_packed_uint8(images, path, chunk=4096):
     """Write uint8 images as one `.npy` file, chunk by chunk, renamed into place when complete.
 
     >>> import tempfile
-    >>> path = export_packed_uint8(np.zeros((5, 32, 32, 3), np.uint8), Path(tempfile.mkdtemp()) / "x.npy")
+    >>> path = Path(tempfile.mkdtemp()) / "x.npy"
+    >>> path = export_packed_uint8(np.zeros((5, 32, 32, 3), np.uint8), path)
     >>> np.load(path, mmap_mode="r").shape
     (5, 32, 32, 3)
     """
@@ -209,8 +227,8 @@ from dataclasses import dataclass
 
 from helpers.measure import Samples
 
-# Cold reads at least this many times slower than cached ones (the interval's lower end) reached the disk;
-# below it, the drop failed or the storage is as fast as RAM.
+# Cold reads at least this many times slower than cached ones (the interval's lower end) reached
+# the disk; below it, the drop failed or the storage is as fast as RAM.
 REACHED_DISK = 1.2
 
 @dataclass
@@ -241,8 +259,8 @@ def read_files(paths, chunk=1 << 22):
     return total
 
 def cold_read_slowdown(paths, rounds=6):
-    """Seconds to read `paths` just after dropping them from the page cache, against reading them again at
-    once (cached), in alternating rounds after a warm-up round. The drop itself is not timed."""
+    """Seconds to read `paths` just after dropping them from the page cache, against reading them
+    again at once (cached), in alternating rounds after a warm-up round. The drop is not timed."""
     read = timed(lambda: read_files(paths))
 
     def cold():
@@ -251,7 +269,8 @@ def cold_read_slowdown(paths, rounds=6):
 
     measured = alternate({"cold": cold, "cached": read}, rounds=rounds)
     megabytes = sum(Path(p).stat().st_size for p in paths) / 2**20
-    return ColdRead(measured.samples("cold"), measured.samples("cached"), measured.ratio("cold", "cached"), megabytes)
+    return ColdRead(measured.samples("cold"), measured.samples("cached"),
+                    measured.ratio("cold", "cached"), megabytes)
 
 
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 9. Bad files
@@ -263,7 +282,8 @@ from tqdm.auto import tqdm
 from helpers.storage.png_folder import PngFolderError
 
 def without_bad_files(paths, labels, image_shape):
-    """The paths and labels of the images `load_png` can read, and `(path, what is wrong)` of each other one."""
+    """The paths and labels of the images `load_png` can read, and `(path, what is wrong)` of each
+    other one."""
     keep, skipped = [], []
     for i, path in enumerate(tqdm(paths, desc="checking PNG files", unit="img", leave=False)):
         try:
@@ -271,7 +291,9 @@ def without_bad_files(paths, labels, image_shape):
             keep.append(i)
         except PngFolderError as error:
             skipped.append((path, str(error)))
-            warnings.warn(f"skipping {error}", stacklevel=3)  # points at the code that made the dataset
+            # stacklevel=3 points at the code that made the dataset
+            warnings.warn(f"skipping {error}", stacklevel=3)
     if skipped:
-        warnings.warn(f"skipped {len(skipped):,} of {len(paths):,} files in {Path(paths[0]).parent}", stacklevel=3)
+        warnings.warn(f"skipped {len(skipped):,} of {len(paths):,} files in "
+                      f"{Path(paths[0]).parent}", stacklevel=3)
     return [paths[i] for i in keep], labels[keep], skipped

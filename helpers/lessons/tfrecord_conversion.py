@@ -15,8 +15,8 @@ def image_example(image, label):
 
 # ---------------- defined in notebooks/02_tfrecord_conversion.ipynb, section: 4. Reading back, bit for bit
 def parse_batch(serialized_batch, shape=(28, 28), dtype=tf.uint8):
-    """A batch of serialized records → images (batch, *shape) of `dtype` and int64 labels: one parse op and one
-    decode op for the whole batch, instead of one per record."""
+    """A batch of serialized records → images (batch, *shape) of `dtype` and int64 labels: one
+    parse op and one decode op for the whole batch, instead of one per record."""
     features = tf.io.parse_example(serialized_batch, {
         "image": tf.io.FixedLenFeature([], tf.string),
         "label": tf.io.FixedLenFeature([], tf.int64),
