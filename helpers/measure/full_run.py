@@ -4,8 +4,8 @@
 output is stored in `benchmarks/last_full_run.txt` and its date and machine in the README ("The last full
 run"). A notebook in quick mode measures small sizes; `full_run_figure` gives the same quantity at size.
 Outside a checkout of the repository (the package installed with pip, on Colab) the file is absent and
-`full_run_figure` returns None: say so, and point at the file. Introduced in
-notebooks/02_tfrecord_conversion.ipynb (and used in 03).
+`full_run_figure` returns None: say so, and point at the file. `MEASURED` says where and how it ran.
+Introduced in notebooks/02_tfrecord_conversion.ipynb (and used in 03, 04, 05, 07).
 """
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FULL_RUN_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "last_full_run.txt"
+MEASURED = ("the maintainers' full benchmark run of 2026-12-02 (`python -m benchmarks.run` on an idle 2-core "
+            "x86-64 VM without a GPU; benchmarks/last_full_run.txt)")
 _NUMBER = r"-?[\d,]+(?:\.\d+)?"
 _ROW = re.compile(rf"^(?P<key>[a-z]\w*)\s+(?P<median>{_NUMBER})"
                   rf"(?:\s+(?P<low>{_NUMBER})–(?P<high>{_NUMBER})\s+{_NUMBER}–{_NUMBER})?\s+")
@@ -32,7 +34,7 @@ class FullRunFigure:
     median: float
     interval: tuple[float, float] | None
     detail: str
-    run: str
+    run: str = ""
 
     def brief(self, fmt: str = ".2f", unit: str = "×") -> str:
         """"21.0× (14.1–25.9)": the median and its interval, as the notebooks print their own."""
@@ -41,6 +43,13 @@ class FullRunFigure:
         low, high = self.interval
         return f"{self.median:{fmt}}{unit} ({low:{fmt}}–{high:{fmt}})"
 
+    def describe(self, fmt: str = ".2f", unit: str = "×") -> str:
+        """"4.25× (95 % CI 4.13–4.29)", the way the full run printed it."""
+        if self.interval is None:
+            return f"{self.median:{fmt}}{unit}"
+        low, high = self.interval
+        return f"{self.median:{fmt}}{unit} (95 % CI {low:{fmt}}–{high:{fmt}})"
+
     def beside(self, fmt: str = ".2f", unit: str = "×") -> str:
         """The sentence a notebook prints after its own figure.
 
@@ -48,6 +57,26 @@ class FullRunFigure:
         full run: 21.0× (14.1–25.9) (k in benchmarks/last_full_run.txt)
         """
         return f"full run: {self.brief(fmt, unit)} ({self.key} in benchmarks/last_full_run.txt)"
+
+
+def read_full_run(path: Path = FULL_RUN_FILE) -> dict[str, FullRunFigure]:
+    """Every row of a `python -m benchmarks.run` table, by key. Raises ValueError naming the file if it holds
+    no row (not such a table)."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    footer = next((line.strip() for line in reversed(lines) if line.startswith("full run")), "full run")
+    run = footer.split(". ")[0].removeprefix("full run").strip(" ,.")   # "15.4 min on 2 cores (x86_64), ..."
+    rows: dict[str, FullRunFigure] = {}
+    for index, line in enumerate(lines):
+        match = _ROW.match(line)
+        if match:
+            interval = None if match["low"] is None else (_number(match["low"]), _number(match["high"]))
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            detail = following.strip() if following.startswith(" ") else ""
+            rows[match["key"]] = FullRunFigure(match["key"], _number(match["median"]), interval, detail, run)
+    if not rows:
+        raise ValueError(f"{path}: no benchmark rows found (expected the table `python -m benchmarks.run` prints)")
+    return rows
 
 
 def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure | None:
@@ -63,17 +92,10 @@ def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure | Non
     path = Path(path)
     if not path.is_file():
         return None
-    lines = path.read_text(encoding="utf-8").splitlines()
-    footer = next((line.strip() for line in reversed(lines) if line.startswith("full run")), "full run")
-    run = footer.split(". ")[0].removeprefix("full run").strip(" ,.")   # "15.4 min on 2 cores (x86_64), ..."
-    for index, line in enumerate(lines):
-        match = _ROW.match(line)
-        if match and match["key"] == key:
-            interval = None if match["low"] is None else (_number(match["low"]), _number(match["high"]))
-            following = lines[index + 1] if index + 1 < len(lines) else ""
-            detail = following.strip() if following.startswith(" ") else ""
-            return FullRunFigure(key, _number(match["median"]), interval, detail, run)
-    raise KeyError(f"{path} holds no row for the key {key!r}")
+    rows = read_full_run(path)
+    if key not in rows:
+        raise KeyError(f"{path} holds no row for the key {key!r}")
+    return rows[key]
 
 
 def beside_full_run(key: str, fmt: str = ".2f", unit: str = "×") -> str:
