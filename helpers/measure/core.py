@@ -139,6 +139,16 @@ class Samples:
         """The median with its interval, e.g. "1.02× (95% CI 0.98–1.05, 8 rounds; range 0.91–1.10)"."""
         return f"{self.median:{fmt}}{unit} ({self.interval_text(fmt)})"
 
+    def brief(self, fmt: str = ".2f", unit: str = "") -> str:
+        """The median and its interval alone, e.g. "1.02× (0.98–1.05)", for a notebook that says once what the
+        parenthesis is (how many rounds, at what confidence: `interval_text`).
+
+        >>> Samples([1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.02, 0.98]).brief(unit="×")
+        '1.01× (0.90–1.20)'
+        """
+        low, high = self.interval
+        return f"{self.median:{fmt}}{unit} ({low:{fmt}}–{high:{fmt}})"
+
     def interval_text(self, fmt: str = ".2f") -> str:
         """The interval, its confidence (the one it really has with fewer than 6 rounds), the rounds, the range."""
         low, high = self.interval

@@ -1,0 +1,76 @@
+"""The maintainers' last full benchmark run, read by key: the figure a notebook prints beside its quick one.
+
+`python -m benchmarks.run` (full sizes, on an idle 2-core VM without a GPU) prints one row per key; its whole
+output is stored in `benchmarks/last_full_run.txt` and its date and machine in the README ("The last full
+run"). A notebook in quick mode measures small sizes; `full_run_figure` gives the same quantity at size.
+Outside a checkout of the repository (the package installed with pip, on Colab) the file is absent and
+`full_run_figure` returns None: say so, and point at the file.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+FULL_RUN_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "last_full_run.txt"
+_NUMBER = r"-?[\d,]+(?:\.\d+)?"
+_ROW = re.compile(rf"^(?P<key>[a-z]\w*)\s+(?P<median>{_NUMBER})"
+                  rf"(?:\s+(?P<low>{_NUMBER})–(?P<high>{_NUMBER})\s+{_NUMBER}–{_NUMBER})?\s+")
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+@dataclass(frozen=True)
+class FullRunFigure:
+    """One key of the last full run: its median, the 95 % interval of that median (None for a size, which has
+    no rounds), the detail line under it, and how the run was made (from the file's last line)."""
+
+    key: str
+    median: float
+    interval: tuple[float, float] | None
+    detail: str
+    run: str
+
+    def brief(self, fmt: str = ".2f", unit: str = "×") -> str:
+        """"21.0× (14.1–25.9)": the median and its interval, as the notebooks print their own."""
+        if self.interval is None:
+            return f"{self.median:{fmt}}{unit}"
+        low, high = self.interval
+        return f"{self.median:{fmt}}{unit} ({low:{fmt}}–{high:{fmt}})"
+
+    def beside(self, fmt: str = ".2f", unit: str = "×") -> str:
+        """The sentence a notebook prints after its own figure.
+
+        >>> print(FullRunFigure("k", 21.0, (14.1, 25.9), "", "9 min on 2 cores").beside(".1f"))
+        full run: 21.0× (14.1–25.9) (key k of benchmarks/last_full_run.txt: the maintainers' python -m benchmarks.run, 9 min on 2 cores)
+        """
+        return (f"full run: {self.brief(fmt, unit)} (key {self.key} of benchmarks/last_full_run.txt: "
+                f"the maintainers' python -m benchmarks.run, {self.run})")
+
+
+def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure | None:
+    """The row `key` of the stored full run, or None where the file is absent (a pip install).
+
+    A key the file does not hold is an error naming the file: a notebook asks only for keys the
+    benchmarks write.
+
+    >>> figure = full_run_figure("tfrecord_raw_vs_float_list_write")
+    >>> figure is None or figure.median > 1
+    True
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    lines = path.read_text(encoding="utf-8").splitlines()
+    footer = next((line.strip() for line in reversed(lines) if line.startswith("full run")), "full run")
+    run = footer.split(". ")[0].removeprefix("full run").strip(" ,.")   # "15.4 min on 2 cores (x86_64), ..."
+    for index, line in enumerate(lines):
+        match = _ROW.match(line)
+        if match and match["key"] == key:
+            interval = None if match["low"] is None else (_number(match["low"]), _number(match["high"]))
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            detail = following.strip() if following.startswith(" ") else ""
+            return FullRunFigure(key, _number(match["median"]), interval, detail, run)
+    raise KeyError(f"{path} holds no row for the key {key!r}")
