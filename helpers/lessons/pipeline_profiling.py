@@ -187,7 +187,7 @@ def pipeline_cpu_share(pipeline_cpu, pipeline_epochs, model_cpu, model_epochs):
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND = 0.05, 0.20   # the TensorFlow Profiler's lines on the share
-CHEAP = 0.25   # a CPU share under this: the pipeline takes little from training
+CHEAP = 1 / 3   # a CPU share under this: the pipeline needs under half the CPU the model does
 
 def input_bound_verdict(share):
     """The profiler's verdict on a waiting share (a number from 0 to 1)."""
