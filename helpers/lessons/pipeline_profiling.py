@@ -7,18 +7,21 @@ import keras
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Block records: one record, many images
-from helpers.storage.blocks import spec_tag   # plumbing: a FeatureSpec as the string 'uint8 (28, 28)'
+from helpers.storage.blocks import spec_tag   # plumbing: a spec as 'uint8 (28, 28)'
 
 BLOCK_SIZE = 256   # images per block record
 
 def block_example(images, labels, tag):
-    """One block record, serialized: the images' pixel bytes, their labels, and the spec tag `tag`."""
+    """One block record, serialized: the images' pixel bytes, their labels, the spec tag `tag`."""
+    pixels = np.ascontiguousarray(images).tobytes()
     feature = {
-        "images": tf.train.Feature(bytes_list=tf.train.BytesList(value=[np.ascontiguousarray(images).tobytes()])),
-        "labels": tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(labels, np.int64))),
+        "images": tf.train.Feature(bytes_list=tf.train.BytesList(value=[pixels])),
+        "labels": tf.train.Feature(
+            int64_list=tf.train.Int64List(value=np.asarray(labels, np.int64))),
         "spec": tf.train.Feature(bytes_list=tf.train.BytesList(value=[tag.encode()])),
     }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    return example.SerializeToString(deterministic=True)
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Writing: one file per shard, one record per block
@@ -39,8 +42,9 @@ def write_blocks(images, labels, directory, split, num_shards=8, block_size=BLOC
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Reading: parse, mix, rebatch
 def parse_block_fn(spec, source="these block records"):
-    """A function for `dataset.map`: one block record -> `(images, labels)`, a batch of the block's images."""
-    description = {"images": tf.io.FixedLenFeature([], tf.string), "labels": tf.io.VarLenFeature(tf.int64),
+    """A function for `dataset.map`: one block record -> `(images, labels)`, the block's images."""
+    description = {"images": tf.io.FixedLenFeature([], tf.string),
+                   "labels": tf.io.VarLenFeature(tf.int64),
                    "spec": tf.io.FixedLenFeature([], tf.string, default_value="")}
     dtype, tag = tf.as_dtype(spec.image_dtype), spec_tag(spec)
 
@@ -48,12 +52,15 @@ def parse_block_fn(spec, source="these block records"):
         features = tf.io.parse_single_example(serialized, description)
         labels = tf.sparse.to_dense(features["labels"])
         same_spec = tf.debugging.Assert(  # (assert_equal cannot compare strings when run eagerly)
-            tf.equal(features["spec"], tag), [f"a block in {source} does not hold {tag} images (its index was edited?)"])
+            tf.equal(features["spec"], tag),
+            [f"a block in {source} does not hold {tag} images (its index was edited?)"])
         fits = tf.debugging.assert_equal(
             tf.strings.length(features["images"]), tf.cast(tf.size(labels), tf.int32) * spec.nbytes,
-            message=f"a block in {source} does not hold one {spec.image_dtype} {spec.image_shape} image per label")
-        with tf.control_dependencies([same_spec, fits]):  # check first: a wrong spec must not reach the reshape
-            images = tf.reshape(tf.io.decode_raw(features["images"], dtype), (-1, *spec.image_shape))
+            message=f"a block in {source} does not hold one {spec.image_dtype} {spec.image_shape} "
+                    f"image per label")
+        with tf.control_dependencies([same_spec, fits]):  # check first: no reshape of a wrong spec
+            pixels = tf.io.decode_raw(features["images"], dtype)
+            images = tf.reshape(pixels, (-1, *spec.image_shape))
         return images, labels
 
     return parse
@@ -96,7 +103,8 @@ SHUFFLE_BUFFER = 10_000
 
 def float_features():
     """How the article's records are described to the parser: 784 floats and an integer label."""
-    return {"image": tf.io.FixedLenFeature([28 * 28], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64)}
+    return {"image": tf.io.FixedLenFeature([28 * 28], tf.float32),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
 
 def parse_float_record(serialized):
     """The article's parse: one record → a float image scaled to 0-1, and its label."""
@@ -106,7 +114,8 @@ def parse_float_record(serialized):
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 def tf1_options():
-    """tf.data options that run a pipeline as TensorFlow 1.x ran it: none of the three optimisations above."""
+    """tf.data options that run a pipeline as TensorFlow 1.x ran it: none of the three optimisations
+    above."""
     options = tf.data.Options()
     options.experimental_optimization.map_parallelization = False
     options.experimental_optimization.map_and_batch_fusion = False
@@ -114,9 +123,10 @@ def tf1_options():
     return options
 
 def article_pipeline(files, n_records, batch_size, shuffle_buffer=SHUFFLE_BUFFER):
-    """The older article's train.py input: files in order, per-record parse, shuffle, batch. No parallelism."""
+    """The older article's train.py input: files in order, per-record parse, shuffle, batch. No
+    parallelism."""
     return (tf.data.TFRecordDataset(files)
-            .apply(tf.data.experimental.assert_cardinality(n_records))   # its length: the manifest's count
+            .apply(tf.data.experimental.assert_cardinality(n_records))   # the manifest's count
             .map(parse_float_record)
             .shuffle(shuffle_buffer)
             .batch(batch_size)
@@ -140,15 +150,16 @@ class CpuClock(keras.callbacks.Callback):
         self.end = time.process_time()
 
 def pipeline_epoch_cpu(dataset, spent):
-    """`pipeline_epoch(dataset)`, appending to the list `spent` the CPU seconds the epoch used (every
-    thread): from its iterator's creation, as `pipeline_epoch` times it, to its last batch."""
+    """`pipeline_epoch(dataset)`, appending to the list `spent` the CPU seconds the epoch used
+    (every thread): from its iterator's creation, as `pipeline_epoch` times it, to its last
+    batch."""
     start = time.process_time()
     epoch = pipeline_epoch(dataset)
     spent.append(time.process_time() - start)
     return epoch
 
 def fit_epoch_cpu(model, x, batch_size, spent):
-    """`fit_epoch(model, x=x, batch_size=batch_size)`, appending to `spent` the epoch's CPU seconds."""
+    """`fit_epoch(model, x=x, batch_size=batch_size)`, appending to `spent` its CPU seconds."""
     clock = CpuClock()
     epoch = fit_epoch(model, x=x, batch_size=batch_size, callbacks=[clock])
     spent.append(clock.end - clock.start)
@@ -186,6 +197,13 @@ def pipeline_cpu_share(pipeline_cpu, pipeline_epochs, model_cpu, model_epochs):
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+def rate_once_started(epochs, first_batch):
+    """Per round, samples/s after each epoch's first batch (of `first_batch` samples): the rate once
+    the start-up (opening files, filling buffers) is paid."""
+    return Samples([(e.samples - first_batch) / (e.seconds - e.start_up) for e in epochs])
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND = 0.05, 0.20   # the TensorFlow Profiler's lines on the share
 CHEAP = 1 / 3   # a CPU share under this: the pipeline needs under half the CPU the model does
 
@@ -195,10 +213,10 @@ def input_bound_verdict(share):
         return "not input-bound"
     return "moderately input-bound" if share <= HIGHLY_INPUT_BOUND else "highly input-bound"
 
-def diagnose_verdict(share, headroom=None, cpu_share=None):
-    """The verdict on medians: a waiting share and, where measured, the headroom (pipeline alone ÷
-    model alone) and the pipeline's CPU share. Cheap, and faster than the model: shared cores."""
-    if share >= NOT_INPUT_BOUND and cpu_share is not None and cpu_share < CHEAP and headroom > 1:
+def diagnose_verdict(share, keeps_up=None, cpu_share=None):
+    """The verdict on medians: a waiting share and, where measured, the pipeline alone's rate once
+    started ÷ the model alone's, and its CPU share. Cheap, faster than the model: shared cores."""
+    if share >= NOT_INPUT_BOUND and cpu_share is not None and cpu_share < CHEAP and keeps_up > 1:
         return "not input-bound (cheap, cores shared)"
     return input_bound_verdict(share)
 
@@ -221,11 +239,14 @@ class Diagnosis:
     gpu_appetite: float | None = None   # samples/s a GPU trains this model at, if known
     past_start_up: Samples | None = None   # the waiting share after each epoch's first step
     cpu_share: Samples | None = None   # the pipeline's share of the CPU training from it needs
+    started: Samples | None = None     # the pipeline alone's samples/s after its first batch
 
     @property
     def verdict(self):
-        cpu = self.cpu_share.median if self.cpu_share is not None else None
-        return diagnose_verdict(self.waiting_share.median, self.headroom.median, cpu)
+        if self.cpu_share is None:
+            return input_bound_verdict(self.waiting_share.median)
+        keeps_up = self.started.median / self.model_alone.median   # once started, against the model
+        return diagnose_verdict(self.waiting_share.median, keeps_up, self.cpu_share.median)
 
     @property
     def headroom(self):
@@ -249,10 +270,12 @@ def describe_diagnosis(d):
     """A `Diagnosis` in words: the verdict, the rates, the CPU share, whether the verdict is firm,
     and the GPU."""
     text = (f"{d.verdict}: {d.waiting_share.brief('.0%')} of each step waits for input. Pipeline "
-            f"alone {d.pipeline_alone.median:,.0f} samples/s, model alone {d.model_alone.median:,.0f}, "
+            f"alone {d.pipeline_alone.median:,.0f} samples/s, model alone "
+            f"{d.model_alone.median:,.0f}, "
             f"together {d.together.median:,.0f} (headroom {d.headroom.median:.1f}×).")
     if d.cpu_share is not None:
-        text += f" The pipeline takes {d.cpu_share.median:.0%} of the CPU training from it needs."
+        text += (f" The pipeline takes {d.cpu_share.median:.0%} of the CPU training from it needs, "
+                 f"and runs {d.started.median:,.0f} samples/s alone once started.")
     if (crossed := crossed_lines(d.waiting_share)) and d.verdict == input_bound_verdict(
             d.waiting_share.median):
         text += (f" The interval crosses the profiler's {' and '.join(crossed)} "
@@ -286,8 +309,9 @@ def diagnose(make, model, *, rounds=6, gpu_appetite=None):
     cpu = {"pipeline alone": [], "model alone": []}
     measured = alternate({
         "pipeline alone": lambda: pipeline_epoch_cpu(make(), cpu["pipeline alone"]),
-        "model alone": lambda: fit_epoch_cpu(model, tf.data.Dataset.from_tensors(first).repeat(steps),
-                                             batch_size, cpu["model alone"]),
+        "model alone": lambda: fit_epoch_cpu(
+            model, tf.data.Dataset.from_tensors(first).repeat(steps), batch_size,
+            cpu["model alone"]),
         "together": lambda: fit_epoch(model, x=make(), batch_size=batch_size),
     }, rounds=rounds, warmup=1)
     alone, together = measured.epochs["model alone"], measured.epochs["together"]
@@ -298,7 +322,7 @@ def diagnose(make, model, *, rounds=6, gpu_appetite=None):
     return Diagnosis(measured.samples("pipeline alone"), measured.samples("model alone"),
                      measured.samples("together"), waiting_share(alone, together), gpu_appetite,
                      waiting_share(alone, together, True) if several_marks else None,
-                     cpu_share)
+                     cpu_share, rate_once_started(measured.epochs["pipeline alone"], batch_size))
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 3. One technique at a time, on the page cache and on a slow store
@@ -320,7 +344,8 @@ def start_spans(dataset):
     return dataset.map(lambda *element: (*element, {}))
 
 def traced_map(dataset, fn, stage, **map_args):
-    """`dataset.map(fn, **map_args)` on elements from `start_spans`, recording when `fn` started and ended.
+    """`dataset.map(fn, **map_args)` on elements from `start_spans`, recording when `fn` started and
+    ended.
 
     `fn`'s ops start only after the start time is taken, and the end time is taken only after every
     output of `fn` exists (control dependencies), so the span covers exactly `fn`'s work.
@@ -352,7 +377,7 @@ class Timeline:
         return max(end for row in self.rows for _, end in row.values())
 
     def total(self, stage):
-        """Seconds spent in `stage`, summed over batches (stages of different batches may overlap)."""
+        """Seconds spent in `stage`, summed over batches (different batches' stages may overlap)."""
         return sum(row[stage][1] - row[stage][0] for row in self.rows if stage in row)
 
     @property
@@ -362,7 +387,8 @@ class Timeline:
 
     @property
     def typical_wait(self):
-        """The median seconds waited for a batch, the first left out: its wait is the pipeline's start-up
+        """The median seconds waited for a batch, the first left out: its wait is the pipeline's
+        start-up
         (opening files, filling buffers), paid once per epoch, not per batch."""
         waits = [row[WAIT][1] - row[WAIT][0] for row in self.rows[1:]]
         if not waits:
@@ -374,7 +400,8 @@ class Timeline:
 import time
 
 def record_timeline(dataset, consume=None, max_batches=None):
-    """Iterate `dataset` (elements from `traced_map`), timing the wait for each batch and `consume(*batch)`."""
+    """Iterate `dataset` (elements from `traced_map`), timing the wait for each batch and
+    `consume(*batch)`."""
     raw = []
     iterator = iter(dataset)
     while max_batches is None or len(raw) < max_batches:
@@ -386,13 +413,15 @@ def record_timeline(dataset, consume=None, max_batches=None):
         got = time.time()
         if consume is not None:
             consume(*payload)
-        row = {stage: (float(np.min(s.numpy()[..., 0])), float(np.max(s.numpy()[..., 1]))) for stage, s in spans.items()}
+        row = {stage: (float(np.min(s.numpy()[..., 0])), float(np.max(s.numpy()[..., 1])))
+               for stage, s in spans.items()}
         row[WAIT], row[STEP] = (asked, got), (got, time.time())
         raw.append(row)
     if not raw:
         raise ValueError("record_timeline: the dataset produced no batches")
     origin = min(start for row in raw for start, _ in row.values())
-    return Timeline([{stage: (a - origin, b - origin) for stage, (a, b) in row.items()} for row in raw])
+    return Timeline([{stage: (a - origin, b - origin) for stage, (a, b) in row.items()}
+                     for row in raw])
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
@@ -409,13 +438,16 @@ def plot_timeline(timeline, ax, title):
             if stage in row:
                 start, end = row[stage]
                 ax.broken_barh([(start * 1e3, max((end - start) * 1e3, 0.05))],
-                               (row_index + lane / len(stages) * 0.8, 0.8 / len(stages)), color=colours[stage])
+                               (row_index + lane / len(stages) * 0.8, 0.8 / len(stages)),
+                               color=colours[stage])
     ax.set_ylim(len(timeline.rows), 0)
     ax.set_xlabel("milliseconds since the first request")
     ax.set_ylabel("batch")
-    ax.set_title(f"{title}: waiting {timeline.waiting_share:.0%} of {timeline.seconds * 1e3:,.0f} ms")
+    ax.set_title(f"{title}: waiting {timeline.waiting_share:.0%} of "
+                 f"{timeline.seconds * 1e3:,.0f} ms")
     ax.legend(handles=[Patch(color=colours[s], label=s) for s in stages], loc="upper center",
-              bbox_to_anchor=(0.5, -0.15), ncol=len(stages), fontsize="small")   # below the axes, off the bars
+              bbox_to_anchor=(0.5, -0.15), ncol=len(stages),
+              fontsize="small")   # below the axes, off the bars
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 8. Memory: streaming stays flat, loading everything grows
