@@ -245,7 +245,8 @@ class Diagnosis:
     def verdict(self):
         if self.cpu_share is None:
             return input_bound_verdict(self.waiting_share.median)
-        keeps_up = self.started.median / self.model_alone.median   # once started, against the model
+        alone = self.started if self.started is not None else self.pipeline_alone   # once started
+        keeps_up = alone.median / self.model_alone.median
         return diagnose_verdict(self.waiting_share.median, keeps_up, self.cpu_share.median)
 
     @property
