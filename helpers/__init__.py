@@ -29,7 +29,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     scale/data_service.py       a tf.data service cluster of processes on this machine               06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
-    scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  -
+    scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  05
     check.py                    is this machine ready: versions, data, disk, servers, platform       01
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is

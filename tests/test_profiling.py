@@ -52,3 +52,27 @@ def test_verdict_thresholds_and_gpu_feed_sentence():
     assert "could feed a GPU" in str(diagnosis(0.1, alone=(2000, 2100, 2200), gpu=1500))
     assert "could not feed a GPU" in str(diagnosis(0.1, alone=(1000, 1100, 1200), gpu=1500))
     assert "no measurable margin" in str(diagnosis(0.1, alone=(1000, 1600, 2000), gpu=1500))
+
+
+def test_a_cheap_pipeline_faster_than_the_model_is_not_called_input_bound():
+    def diagnosis(waiting, started, cpu_share, alone=80.0):
+        """`started`: the pipeline alone's rate after its first batch; `alone`: over the whole epoch."""
+        return Diagnosis(Samples([alone]), Samples([100.0]), Samples([60.0]), Samples([waiting]), None, None,
+                         Samples([cpu_share]), Samples([started]))
+
+    assert diagnosis(0.4, started=1000.0, cpu_share=0.1).verdict == "not input-bound (cheap, cores shared)"
+    assert diagnosis(0.4, started=1000.0, cpu_share=0.5).verdict == "highly input-bound"   # costly: its CPU
+    assert diagnosis(0.4, started=50.0, cpu_share=0.1).verdict == "highly input-bound"     # cannot keep up
+    assert diagnosis(0.01, started=1000.0, cpu_share=0.1).verdict == "not input-bound"
+    assert "takes 10% of the CPU" in str(diagnosis(0.4, started=1000.0, cpu_share=0.1))
+    # Without the rate once started (a Diagnosis built by hand), the whole epoch's rate is judged.
+    by_hand = Diagnosis(Samples([1000.0]), Samples([100.0]), Samples([60.0]), Samples([0.4]), None, None,
+                        Samples([0.1]))
+    assert by_hand.verdict == "not input-bound (cheap, cores shared)"
+
+
+def test_diagnose_measures_the_cpu_share_of_a_sleeping_pipeline_as_small():
+    slow_diagnosis = diagnose(lambda: slow(12), tiny_model(), rounds=3)
+    assert slow_diagnosis.cpu_share is not None and slow_diagnosis.cpu_share.n == 3
+    assert slow_diagnosis.started.high <= 8 / 0.02 * 1.01   # once started, still a wait per batch
+    assert slow_diagnosis.verdict == "highly input-bound"   # cheap, but slower than the model: it waits

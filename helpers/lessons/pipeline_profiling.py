@@ -3,21 +3,25 @@
 """05 · Profiling an input pipeline: is training input-bound?: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
 import numpy as np
 import tensorflow as tf
+import keras
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Block records: one record, many images
-from helpers.storage.blocks import spec_tag   # plumbing: a FeatureSpec as the string 'uint8 (28, 28)'
+from helpers.storage.blocks import spec_tag   # plumbing: a spec as 'uint8 (28, 28)'
 
 BLOCK_SIZE = 256   # images per block record
 
 def block_example(images, labels, tag):
-    """One block record, serialized: the images' pixel bytes, their labels, and the spec tag `tag`."""
+    """One block record, serialized: the images' pixel bytes, their labels, the spec tag `tag`."""
+    pixels = np.ascontiguousarray(images).tobytes()
     feature = {
-        "images": tf.train.Feature(bytes_list=tf.train.BytesList(value=[np.ascontiguousarray(images).tobytes()])),
-        "labels": tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(labels, np.int64))),
+        "images": tf.train.Feature(bytes_list=tf.train.BytesList(value=[pixels])),
+        "labels": tf.train.Feature(
+            int64_list=tf.train.Int64List(value=np.asarray(labels, np.int64))),
         "spec": tf.train.Feature(bytes_list=tf.train.BytesList(value=[tag.encode()])),
     }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    return example.SerializeToString(deterministic=True)
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Writing: one file per shard, one record per block
@@ -38,8 +42,9 @@ def write_blocks(images, labels, directory, split, num_shards=8, block_size=BLOC
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Reading: parse, mix, rebatch
 def parse_block_fn(spec, source="these block records"):
-    """A function for `dataset.map`: one block record -> `(images, labels)`, a batch of the block's images."""
-    description = {"images": tf.io.FixedLenFeature([], tf.string), "labels": tf.io.VarLenFeature(tf.int64),
+    """A function for `dataset.map`: one block record -> `(images, labels)`, the block's images."""
+    description = {"images": tf.io.FixedLenFeature([], tf.string),
+                   "labels": tf.io.VarLenFeature(tf.int64),
                    "spec": tf.io.FixedLenFeature([], tf.string, default_value="")}
     dtype, tag = tf.as_dtype(spec.image_dtype), spec_tag(spec)
 
@@ -47,12 +52,15 @@ def parse_block_fn(spec, source="these block records"):
         features = tf.io.parse_single_example(serialized, description)
         labels = tf.sparse.to_dense(features["labels"])
         same_spec = tf.debugging.Assert(  # (assert_equal cannot compare strings when run eagerly)
-            tf.equal(features["spec"], tag), [f"a block in {source} does not hold {tag} images (its index was edited?)"])
+            tf.equal(features["spec"], tag),
+            [f"a block in {source} does not hold {tag} images (its index was edited?)"])
         fits = tf.debugging.assert_equal(
             tf.strings.length(features["images"]), tf.cast(tf.size(labels), tf.int32) * spec.nbytes,
-            message=f"a block in {source} does not hold one {spec.image_dtype} {spec.image_shape} image per label")
-        with tf.control_dependencies([same_spec, fits]):  # check first: a wrong spec must not reach the reshape
-            images = tf.reshape(tf.io.decode_raw(features["images"], dtype), (-1, *spec.image_shape))
+            message=f"a block in {source} does not hold one {spec.image_dtype} {spec.image_shape} "
+                    f"image per label")
+        with tf.control_dependencies([same_spec, fits]):  # check first: no reshape of a wrong spec
+            pixels = tf.io.decode_raw(features["images"], dtype)
+            images = tf.reshape(pixels, (-1, *spec.image_shape))
         return images, labels
 
     return parse
@@ -103,7 +111,8 @@ SHUFFLE_BUFFER = 10_000
 
 def float_features():
     """How the article's records are described to the parser: 784 floats and an integer label."""
-    return {"image": tf.io.FixedLenFeature([28 * 28], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64)}
+    return {"image": tf.io.FixedLenFeature([28 * 28], tf.float32),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
 
 def parse_float_record(serialized):
     """The article's parse: one record → a float image scaled to 0-1, and its label."""
@@ -113,7 +122,8 @@ def parse_float_record(serialized):
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 def tf1_options():
-    """tf.data options that run a pipeline as TensorFlow 1.x ran it: none of the three optimisations above."""
+    """tf.data options that run a pipeline as TensorFlow 1.x ran it: none of the three optimisations
+    above."""
     options = tf.data.Options()
     options.experimental_optimization.map_parallelization = False
     options.experimental_optimization.map_and_batch_fusion = False
@@ -121,9 +131,10 @@ def tf1_options():
     return options
 
 def article_pipeline(files, n_records, batch_size, shuffle_buffer=SHUFFLE_BUFFER):
-    """The older article's train.py input: files in order, per-record parse, shuffle, batch. No parallelism."""
+    """The older article's train.py input: files in order, per-record parse, shuffle, batch. No
+    parallelism."""
     return (tf.data.TFRecordDataset(files)
-            .apply(tf.data.experimental.assert_cardinality(n_records))   # its length: the manifest's count
+            .apply(tf.data.experimental.assert_cardinality(n_records))   # the manifest's count
             .map(parse_float_record)
             .shuffle(shuffle_buffer)
             .batch(batch_size)
@@ -131,22 +142,78 @@ def article_pipeline(files, n_records, batch_size, shuffle_buffer=SHUFFLE_BUFFER
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
-from helpers.measure import Samples
+import time
 
-def waiting_share(model_alone, together, after_first_step=False):
-    """Per round, the share of a training step spent waiting for input: 1 - model-alone step time / step time
-    together, floored at 0. Both are lists of `Epoch`s of the same steps, so their seconds compare as step times;
-    `after_first_step` leaves out each epoch's first step (the pipeline's start-up)."""
-    def seconds(epoch):
-        if after_first_step and epoch.seconds <= epoch.start_up:
-            raise ValueError("an epoch of one step (or one chunk of steps_per_execution) has nothing after its first")
-        return epoch.seconds - epoch.start_up if after_first_step else epoch.seconds
+import keras
 
-    return Samples([max(0.0, 1 - seconds(alone) / seconds(both)) for alone, both in zip(model_alone, together)])
+from helpers.measure import fit_epoch, pipeline_epoch
+
+class CpuClock(keras.callbacks.Callback):
+    """The CPU seconds this process used (every thread: the model's and tf.data's) from the start of
+    an epoch of `fit` to the end of its last step, the stretch `fit_epoch` times."""
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = self.end = time.process_time()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.end = time.process_time()
+
+def pipeline_epoch_cpu(dataset, spent):
+    """`pipeline_epoch(dataset)`, appending to the list `spent` the CPU seconds the epoch used
+    (every thread): from its iterator's creation, as `pipeline_epoch` times it, to its last
+    batch."""
+    start = time.process_time()
+    epoch = pipeline_epoch(dataset)
+    spent.append(time.process_time() - start)
+    return epoch
+
+def fit_epoch_cpu(model, x, batch_size, spent):
+    """`fit_epoch(model, x=x, batch_size=batch_size)`, appending to `spent` its CPU seconds."""
+    clock = CpuClock()
+    epoch = fit_epoch(model, x=x, batch_size=batch_size, callbacks=[clock])
+    spent.append(clock.end - clock.start)
+    return epoch
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
-NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND = 0.05, 0.20   # the TensorFlow Profiler's lines on the waiting share
+from helpers.measure import Samples
+
+def waiting_share(model_alone, together, after_first_step=False):
+    """Per round, the share of a training step spent waiting for input: 1 - model-alone step time /
+    step time together, floored at 0. Both are lists of `Epoch`s of the same steps, so their seconds
+    compare as step times; `after_first_step` leaves out each epoch's first step (the start-up)."""
+    def seconds(epoch):
+        if after_first_step and epoch.seconds <= epoch.start_up:
+            raise ValueError("an epoch of one step (or one chunk of steps_per_execution) has "
+                             "nothing after its first")
+        return epoch.seconds - epoch.start_up if after_first_step else epoch.seconds
+
+    return Samples([max(0.0, 1 - seconds(alone) / seconds(both))
+                    for alone, both in zip(model_alone, together)])
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+def pipeline_cpu_share(pipeline_cpu, pipeline_epochs, model_cpu, model_epochs):
+    """Per round, the pipeline's share of the CPU that training from it needs: c / (c + m), with c
+    and m the CPU seconds per sample of the pipeline alone and of the model alone (lists of seconds
+    and of `Epoch`s)."""
+    shares = []
+    rounds = zip(pipeline_cpu, pipeline_epochs, model_cpu, model_epochs)
+    for p_cpu, p_epoch, m_cpu, m_epoch in rounds:
+        c, m = p_cpu / p_epoch.samples, m_cpu / m_epoch.samples
+        shares.append(c / (c + m))
+    return Samples(shares)
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+def rate_once_started(epochs, first_batch):
+    """Per round, samples/s after each epoch's first batch (of `first_batch` samples): the rate once
+    the start-up (opening files, filling buffers) is paid."""
+    return Samples([(e.samples - first_batch) / (e.seconds - e.start_up) for e in epochs])
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
+NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND = 0.05, 0.20   # the TensorFlow Profiler's lines on the share
+CHEAP = 1 / 3   # a CPU share under this: the pipeline needs under half the CPU the model does
 
 def input_bound_verdict(share):
     """The profiler's verdict on a waiting share (a number from 0 to 1)."""
@@ -154,8 +221,15 @@ def input_bound_verdict(share):
         return "not input-bound"
     return "moderately input-bound" if share <= HIGHLY_INPUT_BOUND else "highly input-bound"
 
+def diagnose_verdict(share, keeps_up=None, cpu_share=None):
+    """The verdict on medians: a waiting share and, where measured, the pipeline alone's rate once
+    started ÷ the model alone's, and its CPU share. Cheap, faster than the model: shared cores."""
+    if share >= NOT_INPUT_BOUND and cpu_share is not None and cpu_share < CHEAP and keeps_up > 1:
+        return "not input-bound (cheap, cores shared)"
+    return input_bound_verdict(share)
+
 def crossed_lines(share):
-    """The profiler's lines inside the interval of `share` (`Samples`): where the verdict is not firm."""
+    """The profiler's lines inside the interval of `share` (`Samples`): the verdict is not firm."""
     low, high = share.interval
     return [f"{line:.0%}" for line in (NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND) if low < line <= high]
 
@@ -165,17 +239,24 @@ from dataclasses import dataclass
 
 @dataclass
 class Diagnosis:
-    """What `diagnose` measured: steady-state samples/s per round, and the waiting share per round."""
+    """What `diagnose` measured: steady-state samples/s, the waiting and CPU shares, per round."""
     pipeline_alone: Samples     # no model
-    model_alone: Samples        # training on the pipeline's first batch, held in memory and repeated
+    model_alone: Samples        # training on the pipeline's first batch, held in memory, repeated
     together: Samples           # training from the pipeline
     waiting_share: Samples      # of each training step, the share spent waiting for input
     gpu_appetite: float | None = None   # samples/s a GPU trains this model at, if known
     past_start_up: Samples | None = None   # the waiting share after each epoch's first step
+    cpu_share: Samples | None = None   # the pipeline's share of the CPU training from it needs
+    started: Samples | None = None     # the pipeline alone's samples/s after its first batch
 
     @property
     def verdict(self):
-        return input_bound_verdict(self.waiting_share.median)
+        if self.cpu_share is None:
+            return input_bound_verdict(self.waiting_share.median)
+        alone = self.started if self.started is not None else self.pipeline_alone   # once started
+        keeps_up = alone.median / self.model_alone.median
+        return diagnose_verdict(self.waiting_share.median, keeps_up, self.cpu_share.median)
+
     @property
     def headroom(self):
         """How many times faster the pipeline alone runs than the model alone, round by round."""
@@ -183,7 +264,8 @@ class Diagnosis:
 
     @property
     def feeds_gpu(self):
-        """"could", "could not" or "no measurable margin": the pipeline alone's interval against the GPU's rate."""
+        """"could", "could not" or "no measurable margin": the pipeline alone's interval against the
+        GPU's rate."""
         if self.gpu_appetite:
             return {"above": "could", "below": "could not", "holds": "no measurable margin"}[
                 self.pipeline_alone.compared_to(self.gpu_appetite)]
@@ -194,20 +276,27 @@ class Diagnosis:
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 2. The method: the pipeline alone, the model alone, both together
 def describe_diagnosis(d):
-    """A `Diagnosis` in words: the verdict, the three rates, whether the verdict is firm, and the GPU."""
-    text = (f"{d.verdict}: {d.waiting_share.median:.0%} of each step waits for input "
-            f"({d.waiting_share.interval_text('.0%')}). Pipeline alone {d.pipeline_alone.median:,.0f} samples/s, "
-            f"model alone {d.model_alone.median:,.0f}, together {d.together.median:,.0f} "
-            f"(headroom {d.headroom.median:.1f}×).")
-    if crossed := crossed_lines(d.waiting_share):
-        text += (f" The interval crosses the profiler's {' and '.join(crossed)} line{'s' * (len(crossed) > 1)}: "
-                 f"the verdict, taken from the median, is not firm.")
+    """A `Diagnosis` in words: the verdict, the rates, the CPU share, whether the verdict is firm,
+    and the GPU."""
+    text = (f"{d.verdict}: {d.waiting_share.brief('.0%')} of each step waits for input. Pipeline "
+            f"alone {d.pipeline_alone.median:,.0f} samples/s, model alone "
+            f"{d.model_alone.median:,.0f}, "
+            f"together {d.together.median:,.0f} (headroom {d.headroom.median:.1f}×).")
+    if d.cpu_share is not None:
+        text += (f" The pipeline takes {d.cpu_share.median:.0%} of the CPU training from it needs, "
+                 f"and runs {d.started.median:,.0f} samples/s alone once started.")
+    if (crossed := crossed_lines(d.waiting_share)) and d.verdict == input_bound_verdict(
+            d.waiting_share.median):
+        text += (f" The interval crosses the profiler's {' and '.join(crossed)} "
+                 f"line{'s' * (len(crossed) > 1)}: the verdict, from the median, is not firm.")
     if d.feeds_gpu == "no measurable margin":
-        text += f" Its interval holds the {d.gpu_appetite:,.0f} samples/s a GPU trains: no measurable margin."
+        text += (f" Its interval holds the {d.gpu_appetite:,.0f} samples/s a GPU trains: "
+                 f"no measurable margin.")
     elif d.feeds_gpu:
         text += f" It {d.feeds_gpu} feed a GPU that trains {d.gpu_appetite:,.0f} samples/s."
     if d.past_start_up is not None:
-        text += f" Leaving out each epoch's first step (the pipeline's start-up): {d.past_start_up.median:.0%} waits."
+        text += (f" Leaving out each epoch's first step (the pipeline's start-up): "
+                 f"{d.past_start_up.median:.0%} waits.")
     return text
 
 
@@ -215,36 +304,45 @@ def describe_diagnosis(d):
 from helpers.measure import alternate, fit_epoch, pipeline_epoch
 
 def diagnose(make, model, *, rounds=6, gpu_appetite=None):
-    """Is training `model` from `make()` (a fresh tf.data.Dataset of batches per call) input-bound here?
-    The pipeline alone, the model alone and the two together in alternating rounds, after a warm-up round."""
+    """Is training `model` from `make()` (a fresh tf.data.Dataset of batches per call) input-bound
+    here? The pipeline alone, the model alone and the two together in alternating rounds, after a
+    warm-up round; the first two also count the CPU seconds they used."""
     steps = int(make().cardinality())
     if steps < 2:
-        raise ValueError("diagnose needs a dataset of known length with at least two batches: a TFRecordDataset's "
-                         "length is unknown until read, so add .apply(tf.data.experimental.assert_cardinality(n)) "
-                         "with the number of records (read_split does this from the manifest)")
-    first = next(iter(make()))   # the first batch, held in memory: the model alone pays no input cost
+        raise ValueError("diagnose needs a dataset of known length with at least two batches: a "
+                         "TFRecordDataset's length is unknown until read, so add "
+                         ".apply(tf.data.experimental.assert_cardinality(n)) with the number of "
+                         "records (read_split does this from the manifest)")
+    first = next(iter(make()))   # the first batch, held in memory: the model alone pays no input
     batch_size = int(first[0].shape[0])
+    cpu = {"pipeline alone": [], "model alone": []}
     measured = alternate({
-        "pipeline alone": lambda: pipeline_epoch(make()),
-        "model alone": lambda: fit_epoch(model, x=tf.data.Dataset.from_tensors(first).repeat(steps),
-                                         batch_size=batch_size),
+        "pipeline alone": lambda: pipeline_epoch_cpu(make(), cpu["pipeline alone"]),
+        "model alone": lambda: fit_epoch_cpu(
+            model, tf.data.Dataset.from_tensors(first).repeat(steps), batch_size,
+            cpu["model alone"]),
         "together": lambda: fit_epoch(model, x=make(), batch_size=batch_size),
     }, rounds=rounds, warmup=1)
     alone, together = measured.epochs["model alone"], measured.epochs["together"]
-    several_marks = all(e.seconds > e.start_up for e in alone + together)   # else nothing follows the first step
-    return Diagnosis(measured.samples("pipeline alone"), measured.samples("model alone"), measured.samples("together"),
-                     waiting_share(alone, together), gpu_appetite,
-                     waiting_share(alone, together, after_first_step=True) if several_marks else None)
+    several_marks = all(e.seconds > e.start_up for e in alone + together)   # else none after step 1
+    kept = slice(-rounds, None)   # the timed rounds: the warm-up round's CPU seconds came first
+    cpu_share = pipeline_cpu_share(cpu["pipeline alone"][kept], measured.epochs["pipeline alone"],
+                                   cpu["model alone"][kept], alone)
+    return Diagnosis(measured.samples("pipeline alone"), measured.samples("model alone"),
+                     measured.samples("together"), waiting_share(alone, together), gpu_appetite,
+                     waiting_share(alone, together, True) if several_marks else None,
+                     cpu_share, rate_once_started(measured.epochs["pipeline alone"], batch_size))
 
 
-# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 3. One technique at a time
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 3. One technique at a time, on the page cache and on a slow store
 def gain_verdict(gain):
-    """A gain (a ratio of rates, with its interval) in words, chosen by the interval: faster, slower or no
-    measurable difference. Notebook 07 words its own ladder with it."""
+    """A gain (a ratio of rates, with its interval) in words, chosen by the interval: faster, slower
+    or no measurable difference. Notebook 07 words its own ladder with it."""
     low, high = gain.interval
     return {"above": f"faster: ×{gain.median:.2f} (interval ×{low:.2f}–×{high:.2f}, above 1)",
             "below": f"slower: ×{gain.median:.2f} (interval ×{low:.2f}–×{high:.2f}, below 1)",
-            "holds": f"no measurable difference here (interval ×{low:.2f}–×{high:.2f} holds 1)"}[gain.compared_to(1.0)]
+            "holds": f"no measurable difference here (interval ×{low:.2f}–×{high:.2f} holds 1)"}[
+        gain.compared_to(1.0)]
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
@@ -255,7 +353,8 @@ def start_spans(dataset):
     return dataset.map(lambda *element: (*element, {}))
 
 def traced_map(dataset, fn, stage, **map_args):
-    """`dataset.map(fn, **map_args)` on elements from `start_spans`, recording when `fn` started and ended.
+    """`dataset.map(fn, **map_args)` on elements from `start_spans`, recording when `fn` started and
+    ended.
 
     `fn`'s ops start only after the start time is taken, and the end time is taken only after every
     output of `fn` exists (control dependencies), so the span covers exactly `fn`'s work.
@@ -287,7 +386,7 @@ class Timeline:
         return max(end for row in self.rows for _, end in row.values())
 
     def total(self, stage):
-        """Seconds spent in `stage`, summed over batches (stages of different batches may overlap)."""
+        """Seconds spent in `stage`, summed over batches (different batches' stages may overlap)."""
         return sum(row[stage][1] - row[stage][0] for row in self.rows if stage in row)
 
     @property
@@ -297,7 +396,8 @@ class Timeline:
 
     @property
     def typical_wait(self):
-        """The median seconds waited for a batch, the first left out: its wait is the pipeline's start-up
+        """The median seconds waited for a batch, the first left out: its wait is the pipeline's
+        start-up
         (opening files, filling buffers), paid once per epoch, not per batch."""
         waits = [row[WAIT][1] - row[WAIT][0] for row in self.rows[1:]]
         if not waits:
@@ -309,7 +409,8 @@ class Timeline:
 import time
 
 def record_timeline(dataset, consume=None, max_batches=None):
-    """Iterate `dataset` (elements from `traced_map`), timing the wait for each batch and `consume(*batch)`."""
+    """Iterate `dataset` (elements from `traced_map`), timing the wait for each batch and
+    `consume(*batch)`."""
     raw = []
     iterator = iter(dataset)
     while max_batches is None or len(raw) < max_batches:
@@ -321,13 +422,15 @@ def record_timeline(dataset, consume=None, max_batches=None):
         got = time.time()
         if consume is not None:
             consume(*payload)
-        row = {stage: (float(np.min(s.numpy()[..., 0])), float(np.max(s.numpy()[..., 1]))) for stage, s in spans.items()}
+        row = {stage: (float(np.min(s.numpy()[..., 0])), float(np.max(s.numpy()[..., 1])))
+               for stage, s in spans.items()}
         row[WAIT], row[STEP] = (asked, got), (got, time.time())
         raw.append(row)
     if not raw:
         raise ValueError("record_timeline: the dataset produced no batches")
     origin = min(start for row in raw for start, _ in row.values())
-    return Timeline([{stage: (a - origin, b - origin) for stage, (a, b) in row.items()} for row in raw])
+    return Timeline([{stage: (a - origin, b - origin) for stage, (a, b) in row.items()}
+                     for row in raw])
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 4. Timelines: where the time goes
@@ -344,13 +447,16 @@ def plot_timeline(timeline, ax, title):
             if stage in row:
                 start, end = row[stage]
                 ax.broken_barh([(start * 1e3, max((end - start) * 1e3, 0.05))],
-                               (row_index + lane / len(stages) * 0.8, 0.8 / len(stages)), color=colours[stage])
+                               (row_index + lane / len(stages) * 0.8, 0.8 / len(stages)),
+                               color=colours[stage])
     ax.set_ylim(len(timeline.rows), 0)
     ax.set_xlabel("milliseconds since the first request")
     ax.set_ylabel("batch")
-    ax.set_title(f"{title}: waiting {timeline.waiting_share:.0%} of {timeline.seconds * 1e3:,.0f} ms")
+    ax.set_title(f"{title}: waiting {timeline.waiting_share:.0%} of "
+                 f"{timeline.seconds * 1e3:,.0f} ms")
     ax.legend(handles=[Patch(color=colours[s], label=s) for s in stages], loc="upper center",
-              bbox_to_anchor=(0.5, -0.15), ncol=len(stages), fontsize="small")   # below the axes, off the bars
+              bbox_to_anchor=(0.5, -0.15), ncol=len(stages),
+              fontsize="small")   # below the axes, off the bars
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 8. Memory: streaming stays flat, loading everything grows
