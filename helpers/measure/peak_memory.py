@@ -101,10 +101,14 @@ def budget_unavailable() -> str | None:
     """Why a memory budget cannot be enforced on this machine, or None where it can (Linux, /proc mounted)."""
     if sys.platform.startswith("linux") and os.path.exists(f"/proc/{os.getpid()}/statm"):
         return None
-    system = {"win32": "Windows", "darwin": "macOS"}.get(sys.platform, sys.platform)
-    return (f"A memory budget needs Linux: the watchdog reads a process's resident memory from /proc, which "
-            f"{system} does not have (and `resource`, which limits memory, does not exist on Windows); run this "
-            f"section in WSL 2 on Windows, on Colab, or on any Linux machine.")
+    if sys.platform == "win32":
+        return ("A memory budget needs Linux: its watchdog reads a process's resident memory from /proc, which "
+                "Windows does not have (nor Python's `resource` module); run this section in WSL 2, on Colab, "
+                "or on a Linux machine.")
+    system = "macOS" if sys.platform == "darwin" else sys.platform
+    return (f"A memory budget needs Linux: its watchdog reads a process's resident memory from /proc, which "
+            f"{system} does not have (and macOS enforces no limit on resident memory, RLIMIT_RSS); run this "
+            f"section on Colab, in a Linux container, or on a Linux machine.")
 
 
 def _peak_rss_mib() -> float:
