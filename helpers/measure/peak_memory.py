@@ -285,8 +285,11 @@ def _watch(child: subprocess.Popen, timeout: float, budget: float | None,
                 watched.messages.append(message)
                 if "floor_mib" in message and headroom is not None:   # its budget first, then it may go on
                     watched.budget = message["floor_mib"] + headroom
-                    child.stdin.write(GO + "\n")
-                    child.stdin.flush()
+                    try:
+                        child.stdin.write(GO + "\n")
+                        child.stdin.flush()
+                    except OSError:   # the child is gone already: its end is seen next time round
+                        pass
             if ended:
                 break
             if time.monotonic() > deadline:
