@@ -460,23 +460,76 @@ def plot_timeline(timeline, ax, title):
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 8. Memory: streaming stays flat, loading everything grows
-from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with its checks
 from helpers.storage.tfrecord import read_manifest
 
+SHUFFLE_MIB = 16   # the most the stream's shuffle buffer holds
+BUFFERS_MIB = 64   # the most the buffers tf.data's autotuner grows may hold
+READ_MIB = 16      # the most one read of the loader holds
+
+def records_in(mib, spec, most):
+    """How many records of `spec` fit in `mib` MiB: at least 1, at most `most`."""
+    return int(max(1, min(most, mib * 2**20 // spec.nbytes)))
+
 def train_one_epoch(model, mode, directory, split, batch_size=256):
-    """Train `model` for one epoch of the shards of `split`: "load" reads them all into arrays first, "stream"
-    reads batches from the shards while it trains."""
+    """Train `model` for one epoch of the shards of `split`: "load" reads them all into arrays
+    first, "stream" reads batches from the shards while it trains. Buffers are sized in bytes,
+    not records: 10,000 MNIST digits are 7.5 MiB, 10,000 photos of 224 × 224 pixels 1.4 GiB."""
+    manifest = read_manifest(directory, split)
     if mode == "load":
-        manifest = read_manifest(directory, split)
-        images = np.empty((manifest.total_records, *manifest.spec.image_shape), np.uint8)   # room for every image
-        labels = np.empty(manifest.total_records, np.int64)
+        shape = (manifest.total_records, *manifest.spec.image_shape)
+        images, labels = np.empty(shape, np.uint8), np.empty(manifest.total_records, np.int64)
         at = 0
-        for x, y in read_split(directory, split, 4096):   # filled 4,096 records at a time
+        for x, y in read_split(directory, split, records_in(READ_MIB, manifest.spec, 4096)):
             images[at:at + len(y)], labels[at:at + len(y)] = x.numpy(), y.numpy()
             at += len(y)
         model.fit(images, labels, batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
     elif mode == "stream":
-        stream = read_split(directory, split, batch_size, parallel_reads=4, shuffle_buffer=10_000)
-        model.fit(stream.prefetch(tf.data.AUTOTUNE), epochs=1, verbose=0)
+        buffer = records_in(SHUFFLE_MIB, manifest.spec, 10_000)
+        stream = read_split(directory, split, batch_size, parallel_reads=4, shuffle_buffer=buffer)
+        options = tf.data.Options()
+        options.autotune.ram_budget = BUFFERS_MIB * 2**20   # unset: up to half the machine's RAM
+        model.fit(stream.prefetch(tf.data.AUTOTUNE).with_options(options), epochs=1, verbose=0)
     else:
         raise ValueError(f'mode must be "load" or "stream", not {mode!r}')
+
+
+# ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 8. Memory: streaming stays flat, loading everything grows
+from helpers.storage.tfrecord import ShardError, fingerprint_arrays, write_shards
+from helpers.storage.tfrecord.read import check_shard_files
+
+PHOTO_SHAPE = (224, 224, 3)   # a photo as an ImageNet model takes it: 224 × 224 pixels, RGB
+
+def photo_sized(images):
+    """Grey `images` (n, 28, 28) enlarged to PHOTO_SHAPE by repeating each pixel: the bytes of
+    a decoded photo, 147 KiB each."""
+    factor = PHOTO_SHAPE[0] // images.shape[1]
+    enlarged = images.repeat(factor, axis=1).repeat(factor, axis=2)
+    return np.repeat(enlarged[..., None], 3, axis=-1)
+
+def write_large_split(images, labels, directory, mib, num_shards=8):
+    """At least `mib` MiB of `photo_sized(images)`, cycled, as split "train" of `directory`:
+    written once, then found there (same images, same size) and used as it is."""
+    big = photo_sized(images)
+    total = -(-mib * 2**20 // big[0].nbytes)   # whole images
+    fingerprint = fingerprint_arrays(big, labels)
+    try:
+        manifest = read_manifest(directory, "train")
+        if (manifest.fingerprint, manifest.total_records) == (fingerprint, total):
+            check_shard_files(directory, manifest)   # every file there, of its size
+            return manifest
+    except (OSError, ShardError):   # not written yet, or not completely: write it
+        pass
+    records = ((big[i % len(big)], labels[i % len(big)]) for i in range(total))
+    return write_shards(records, directory, "train", num_shards, total=total,
+                        fingerprint=fingerprint, overwrite=True, progress=False)
+
+def pooled_classifier(image_shape=PHOTO_SHAPE):
+    """A classifier cheap enough that reading the data is the work: the mean of each 8 × 8
+    patch (for a photo-sized digit, the digit's own pixels again), then one dense layer."""
+    inputs = keras.Input(shape=image_shape, dtype="uint8")
+    x = keras.layers.AveragePooling2D(8)(keras.layers.Rescaling(1 / 255)(inputs))
+    outputs = keras.layers.Dense(10, activation="softmax")(keras.layers.Flatten()(x))
+    model = keras.Model(inputs, outputs, name="pooled_classifier")
+    model.compile(optimizer="rmsprop", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model

@@ -1,26 +1,32 @@
-"""Peak memory of one training epoch, measured in a fresh child process: the launcher and the measurement.
+"""Peak memory of one training epoch, measured in a fresh child process, optionally under a memory budget.
 
-What the child runs is given by the caller: a function that builds the model (`model`) and one that trains it for
-one epoch (`train(model, mode, directory, split, batch_size)`; notebook 05's `train_one_epoch` loads everything into
-arrays or streams from shards). They cross to the child as importable "module:function" names inside the `helpers`
-package, so nothing passed on its command line can become other code to run. A process's peak resident set size (RSS)
-only ever grows, and TensorFlow keeps memory it has used, so each run is a fresh Python process: it builds the model,
-notes its size (the floor every run pays, whatever the data), trains one epoch and reports its own peak. On Linux the peak is the kernel's high-water mark for the
-process's memory (`VmHWM` in `/proc/self/status`), not `getrusage`'s `ru_maxrss`: a child
-started from a large parent (a notebook kernel with TensorFlow loaded) inherits the parent's
-`ru_maxrss` across `fork` and `exec`, so it would report the parent's size, not its own.
+What the child runs is given by the caller: a function that builds the model for the split's images
+(`model(image_shape)`) and one that trains it for one epoch (`train(model, mode, directory, split, batch_size)`;
+notebook 05's `train_one_epoch` loads everything into arrays or streams from shards). They cross to the child as
+importable "module:function" names inside the `helpers` package, so nothing passed on its command line can become
+other code to run. A process's peak resident set size (RSS) only ever grows, and TensorFlow keeps memory it has used,
+so each run is a fresh Python process: it builds the model, notes its resident memory (the floor every run pays,
+whatever the data), trains one epoch and reports its own peak. On Linux the peak is the kernel's high-water mark for
+the process's memory (`VmHWM` in `/proc/self/status`), not `getrusage`'s `ru_maxrss`: a child started from a large
+parent (a notebook kernel with TensorFlow loaded) inherits the parent's `ru_maxrss` across `fork` and `exec`.
 
     from helpers.lessons.pipeline_profiling import train_one_epoch
     from helpers.lessons.tfdata_mnist import article_mlp
-    peak_training_memory("load", "data/mnist-tfrecord", "train", train=train_one_epoch, model=article_mlp)  # MemoryRun
-    peak_training_memory("stream", "data/big", "train", budget_mib=1280, train=..., model=...)  # under a budget
-    python -m helpers.measure.peak_memory helpers.lessons.pipeline_profiling:train_one_epoch \
+    peak_training_memory("load", "data/mnist-tfrecord", "train", train=train_one_epoch, model=article_mlp)
+    peak_training_memory("stream", "data/big", "train", headroom_mib=256, train=..., model=...)  # under a budget
+    python -m helpers.measure.peak_memory helpers.lessons.pipeline_profiling:train_one_epoch \\
         helpers.lessons.tfdata_mnist:article_mlp stream data/mnist-tfrecord train 256   # what the child runs
 
-With `budget_mib`, the child limits its own memory before importing anything heavy
-(`resource.setrlimit(RLIMIT_DATA, ...)`: the kernel refuses to give the process more writable
-memory than that), so a run that would need more fails there, as it would on a smaller machine,
-instead of slowing this one down. The failure is reported, not raised.
+**The budget** is a limit on the child's resident memory, enforced from here: a watchdog reads the child's RSS
+(`/proc/<pid>/statm`) every few milliseconds and kills the child (SIGKILL) the moment it passes the budget, as
+Linux's out-of-memory killer ends a process in a container or a Colab runtime that outgrows its memory. A child that
+finishes although its own high-water mark passed the budget between two readings is reported as failed too, so no
+run over its budget counts as finished. `budget_mib` is the limit itself; `headroom_mib` sets it from the child's own
+floor: the child builds the model, reports its resident memory and waits until its budget (floor + headroom) is in
+force before it touches the data. `setrlimit` cannot express this limit: `RLIMIT_AS` counts address space, of which
+TensorFlow reserves gigabytes it never touches, and `RLIMIT_DATA` counts writable mappings (thread stacks among
+them), not resident memory, so the limit and the measured peak would be in different units. A budget needs Linux's
+`/proc` (`budget_unavailable` says why not elsewhere). Introduced in notebooks/05_pipeline_profiling.ipynb.
 """
 from __future__ import annotations
 
@@ -28,10 +34,13 @@ import importlib
 import json
 import math
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -41,7 +50,8 @@ from helpers.setup.processes import child_environment
 MODES = ("load", "stream")
 # The functions a child may run: a module of this package and a function in it, by name (never a path or code).
 FUNCTION_NAME = re.compile(r"helpers(?:\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
-OUT_OF_MEMORY_EXIT = 3  # the child's exit code when an allocation failed under its budget
+WATCH_INTERVAL = 0.005   # seconds between two readings of a child's resident memory under a budget
+GO = "go"                # what the parent sends a waiting child once its budget is in force
 
 
 @dataclass(frozen=True)
@@ -51,14 +61,54 @@ class MemoryRun:
     mode: str
     samples: int
     data_mib: float          # the images' size in memory, uint8
-    floor_mib: float         # RSS after importing TensorFlow and building the model
-    peak_mib: float          # peak RSS over the whole run
-    budget_mib: float | None = None   # the memory limit the child ran under, if any
+    floor_mib: float         # RSS after importing TensorFlow and building the model (0 if killed before)
+    peak_mib: float          # peak RSS over the whole run (killed: the reading that passed the budget)
+    budget_mib: float | None = None   # the limit on its resident memory, if any
     error: str = ""                   # why the run failed under its budget ("" if it finished)
 
     @property
     def finished(self) -> bool:
         return not self.error
+
+
+@dataclass(frozen=True)
+class FullRunMemory:
+    """Peak memory measured by the maintainers' full benchmark run (no budget): streaming against loading."""
+
+    images: tuple[int, int]          # the two dataset sizes, MNIST-shaped images (784 bytes each)
+    stream_mib: tuple[float, float]  # streaming's peak RSS at each size
+    load_mib: tuple[float, float]    # loading everything's peak RSS at each size
+    ratio: float                     # streaming / loading at the larger size, median of the rounds
+    interval: tuple[float, float]    # its 95 % interval
+    where: str
+
+    def sentence(self) -> str:
+        (small, large), (s_small, s_large), (l_small, l_large) = self.images, self.stream_mib, self.load_mib
+        return (f"a full run measured streaming's peak at {s_small:,.0f} MiB for {small:,} images and "
+                f"{s_large:,.0f} MiB for {large:,}, loading everything's at {l_small:,.0f} and {l_large:,.0f} MiB: "
+                f"{self.ratio:.3f}× at {large:,} images ({self.where})")
+
+
+# `python -m benchmarks.run` (bench_profiling.memory): 3 rounds, each a streaming and a loading child at once at
+# each size, batch 1024, the article's MLP; rows stream_peak_rss_growth_5x and stream_vs_memory_peak_rss_5x of
+# benchmarks/last_full_run.txt (tests/test_blocks_timeline_memory.py checks they agree).
+FULL_RUN = FullRunMemory(images=(200_000, 1_000_000), stream_mib=(679, 679), load_mib=(1_109, 2_943),
+                         ratio=0.231, interval=(0.230, 0.231),
+                         where="benchmarks, 2026-12-02, an idle 2-core x86-64 VM, TensorFlow 2.21")
+
+
+def budget_unavailable() -> str | None:
+    """Why a memory budget cannot be enforced on this machine, or None where it can (Linux, /proc mounted)."""
+    if sys.platform.startswith("linux") and os.path.exists(f"/proc/{os.getpid()}/statm"):
+        return None
+    if sys.platform == "win32":
+        return ("A memory budget needs Linux: its watchdog reads a process's resident memory from /proc, which "
+                "Windows does not have (nor Python's `resource` module); run this section in WSL 2, on Colab, "
+                "or on a Linux machine.")
+    system = "macOS" if sys.platform == "darwin" else sys.platform
+    return (f"A memory budget needs Linux: its watchdog reads a process's resident memory from /proc, which "
+            f"{system} does not have (and macOS enforces no limit on resident memory, RLIMIT_RSS); run this "
+            f"section on Colab, in a Linux container, or on a Linux machine.")
 
 
 def _peak_rss_mib() -> float:
@@ -75,12 +125,18 @@ def _peak_rss_mib() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
 
 
-def _current_rss_mib() -> float:
-    try:  # Linux: the second field of statm is the resident pages
-        with open("/proc/self/statm") as f:
+def _rss_mib(pid: int | str = "self") -> float | None:
+    """The resident memory of process `pid` (Linux; None once it is gone or where there is no /proc)."""
+    try:  # the second field of statm is the resident pages
+        with open(f"/proc/{pid}/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError):
-        return _peak_rss_mib()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _current_rss_mib() -> float:
+    rss = _rss_mib()
+    return _peak_rss_mib() if rss is None else rss
 
 
 def function_name(function: Callable | str) -> str:
@@ -129,44 +185,7 @@ def load_function(name: str, roots: tuple[str, ...] = ("helpers",)) -> Callable:
     return function
 
 
-def peak_training_memory(mode: str, directory: str | Path, split: str, batch_size: int = 256,
-                         timeout: float = 900, budget_mib: float | None = None, *, train: Callable | str,
-                         model: Callable | str) -> MemoryRun:
-    """Run `train(model(), mode, directory, split, batch_size)` in a fresh Python process and return what it measured.
-
-    Without a budget, a failure in the child is raised here as a `RuntimeError` with the
-    child's last lines of output. With `budget_mib`, a child that runs out of memory under
-    its budget comes back as a `MemoryRun` whose `error` says how it failed.
-    """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    if budget_mib is not None:
-        budget_mib = check_budget(budget_mib)
-    functions = [function_name(train), function_name(model)]
-    env = child_environment(gpu=False)   # host memory is measured; under a budget CUDA must never load
-    command = [sys.executable, "-m", "helpers.measure.peak_memory", *functions, mode, str(directory), split,
-               str(batch_size)]
-    if budget_mib is not None:
-        command.append(repr(budget_mib))
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode == 0 and lines:
-        return MemoryRun(**json.loads(lines[-1]))
-    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-    if budget_mib is not None:
-        if done.returncode == OUT_OF_MEMORY_EXIT:   # the child caught its own allocation failure
-            return MemoryRun(mode, 0, 0.0, 0.0, 0.0, budget_mib, f"ran out of memory under the budget: {lines[-1] if lines else tail}")
-        native = _native_allocation_failure(done.stderr or "")
-        if native is not None:   # a library ran out before Python could catch it (OpenBLAS, C++), and exited
-            return MemoryRun(mode, 0, 0.0, 0.0, 0.0, budget_mib, f"ran out of memory under the budget: {native}")
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else "?"
-        raise RuntimeError(f"the {mode} child process was stopped by signal {-done.returncode} ({name}), not by its "
-                           f"memory budget; its last output:\n{tail}")
-    raise RuntimeError(f"the {mode} child process failed (exit {done.returncode}):\n{tail}")
-
-
-def check_budget(budget_mib) -> float:
+def check_budget(budget_mib, name: str = "budget_mib") -> float:
     """A memory budget in MiB as a float, or `ValueError`: it must be a finite number above 0.
 
     >>> check_budget(1280)
@@ -174,75 +193,161 @@ def check_budget(budget_mib) -> float:
     """
     if isinstance(budget_mib, bool) or not isinstance(budget_mib, (int, float)) or not math.isfinite(budget_mib) \
             or budget_mib <= 0 or budget_mib > 2**40:
-        raise ValueError(f"budget_mib must be a finite number of MiB above 0 and at most 2**40 (a mebibyte short of "
+        raise ValueError(f"{name} must be a finite number of MiB above 0 and at most 2**40 (a mebibyte short of "
                          f"an exbibyte), not {budget_mib!r}: a budget of 0, a negative one, infinity or more than "
-                         f"setrlimit takes would mean no limit or no memory at all")
+                         f"any machine holds would mean no limit or no memory at all")
     return float(budget_mib)
 
 
-# What native libraries print when an allocation fails and they end the process themselves: matched as
-# whole messages at the start of a line, never a word such as "OOM" that a path could contain.
-NATIVE_ALLOCATION_FAILURES = ("OpenBLAS error: Memory allocation still failed",
-                              "terminate called after throwing an instance of 'std::bad_alloc'",
-                              "MemoryError", "Fatal Python error: _PyMem", "std::bad_alloc")
+def peak_training_memory(mode: str, directory: str | Path, split: str, batch_size: int = 256,
+                         timeout: float = 900, budget_mib: float | None = None, *,
+                         headroom_mib: float | None = None, train: Callable | str,
+                         model: Callable | str) -> MemoryRun:
+    """Run `train(model(image_shape), mode, directory, split, batch_size)` in a fresh Python process and return
+    what it measured.
+
+    Under a budget (`budget_mib`, or `headroom_mib` above the child's own floor; Linux only), a child killed for
+    passing it comes back as a `MemoryRun` whose `error` says so. Any other failure of the child is raised here
+    as a `RuntimeError` with its last lines of output.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if budget_mib is not None and headroom_mib is not None:
+        raise ValueError("give budget_mib (the limit) or headroom_mib (the limit above the child's floor), not both")
+    if budget_mib is not None:
+        budget_mib = check_budget(budget_mib)
+    if headroom_mib is not None:
+        headroom_mib = check_budget(headroom_mib, "headroom_mib")
+    limited = budget_mib is not None or headroom_mib is not None
+    if limited and (reason := budget_unavailable()):
+        raise RuntimeError(reason)
+    functions = [function_name(train), function_name(model)]
+    env = child_environment(gpu=False)   # host memory is measured; under a budget CUDA must never load
+    command = [sys.executable, "-m", "helpers.measure.peak_memory", *functions, mode, str(directory), split,
+               str(batch_size), *(["--wait"] if headroom_mib is not None else [])]
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+    watched = _watch(child, timeout, budget_mib, headroom_mib)
+    start, result = watched.messages[:1], watched.messages[1:]
+    floor, samples, data_mib = (start[0]["floor_mib"], start[0]["samples"], start[0]["data_mib"]) if start \
+        else (0.0, 0, 0.0)
+    if watched.killed_at is not None:
+        return MemoryRun(mode, samples, data_mib, floor, watched.killed_at, watched.budget,
+                         f"killed: its resident memory reached {watched.killed_at:,.0f} MiB, over its budget of "
+                         f"{watched.budget:,.0f} MiB")
+    tail = "\n".join(watched.stderr[-5:])
+    if child.returncode == 0 and result:
+        run = MemoryRun(**{**result[-1], "budget_mib": watched.budget})
+        if watched.budget is not None and run.peak_mib > watched.budget:   # between two readings
+            return MemoryRun(**{**run.__dict__, "error": f"its peak, {run.peak_mib:,.0f} MiB, passed its "
+                                                         f"budget of {watched.budget:,.0f} MiB between two readings"})
+        return run
+    if child.returncode < 0:
+        number = -child.returncode
+        name = signal.Signals(number).name if number in signal.valid_signals() else "?"
+        raise RuntimeError(f"the {mode} child process was stopped by signal {number} ({name}), not by its "
+                           f"memory budget; its last output:\n{tail}")
+    raise RuntimeError(f"the {mode} child process failed (exit {child.returncode}):\n{tail}")
 
 
-def _native_allocation_failure(stderr: str) -> str | None:
-    for line in stderr.splitlines():
-        if any(line.strip().startswith(message) for message in NATIVE_ALLOCATION_FAILURES):
-            return line.strip()
-    return None
+@dataclass
+class _Watched:
+    messages: list        # the child's JSON lines: where it starts (floor), then its report
+    stderr: list          # its error output, line by line
+    budget: float | None  # the budget in force at the end
+    killed_at: float | None = None   # the resident memory that passed it, if the child was killed
 
 
-def _is_out_of_memory(error: BaseException) -> bool:
-    """Whether `error`, or an error it was raised from, is an allocation that failed."""
-    import errno
+def _watch(child: subprocess.Popen, timeout: float, budget: float | None,
+           headroom: float | None) -> _Watched:
+    """Run `child` to its end: collect its output; under a budget, read its resident memory every
+    `WATCH_INTERVAL` seconds and kill it the moment that passes the budget."""
+    lines: queue.Queue = queue.Queue()
+    stderr: list[str] = []
+    readers = [threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True),
+               threading.Thread(target=lambda: stderr.extend(line.rstrip() for line in child.stderr), daemon=True)]
+    for reader in readers:
+        reader.start()
+    watched = _Watched([], stderr, budget)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            ended = child.poll() is not None
+            rss = None if ended or watched.budget is None else _rss_mib(child.pid)
+            if rss is not None and rss > watched.budget:
+                child.kill()
+                watched.killed_at = rss
+                break
+            while not lines.empty():
+                message = _message(lines.get())
+                if message is None:
+                    continue
+                watched.messages.append(message)
+                if "floor_mib" in message and headroom is not None:   # its budget first, then it may go on
+                    watched.budget = message["floor_mib"] + headroom
+                    try:
+                        child.stdin.write(GO + "\n")
+                        child.stdin.flush()
+                    except OSError:   # the child is gone already: its end is seen next time round
+                        pass
+            if ended:
+                break
+            if time.monotonic() > deadline:
+                child.kill()
+                raise RuntimeError(f"the memory child ran longer than {timeout:,.0f} s and was stopped")
+            time.sleep(WATCH_INTERVAL if watched.budget is not None else 0.05)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+        if child.stdin:
+            try:
+                child.stdin.close()
+            except OSError:   # the child is gone: nothing left to tell it
+                pass
+    while not lines.empty():
+        message = _message(lines.get())
+        if message is not None:
+            watched.messages.append(message)
+    return watched
 
-    while error is not None:
-        if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
-            return True
-        if type(error).__name__ == "ResourceExhaustedError" or "Cannot allocate memory" in str(error) \
-                or "failed to map segment" in str(error):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+
+def _message(line: str) -> dict | None:
+    """A JSON line of the child's (its other output, a library's print, is not a message)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
 
 
-def limit_memory(budget_mib: float) -> None:
-    """In this process: let the kernel refuse writable memory beyond `budget_mib` (Linux and macOS)."""
-    import resource
-
-    limit = int(budget_mib * 2**20)
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
-def _measure(train: str, build: str, mode: str, directory: str, split: str, batch_size: int) -> MemoryRun:
-    """In the child: build the model, note the floor, train one epoch; `train` and `build` are checked names."""
+def _measure(train: str, build: str, mode: str, directory: str, split: str, batch_size: int,
+             wait: bool) -> MemoryRun:
+    """In the child: build the model, note the floor, (wait for the budget), train one epoch; `train` and `build`
+    are checked names."""
     from helpers.storage.tfrecord import read_manifest
 
     train_one_epoch, build_model = load_function(train), load_function(build)
     manifest = read_manifest(directory, split)
-    model = build_model()
+    samples, data_mib = manifest.total_records, manifest.total_records * manifest.spec.nbytes / 2**20
+    model = build_model(manifest.spec.image_shape)
     floor = _current_rss_mib()
+    print(json.dumps({"floor_mib": floor, "samples": samples, "data_mib": data_mib}), flush=True)
+    if wait and sys.stdin.readline().strip() != GO:   # the parent is gone or sent something else
+        os._exit(1)
     train_one_epoch(model, mode, directory, split, batch_size)
-    return MemoryRun(mode, manifest.total_records, manifest.total_records * manifest.spec.nbytes / 2**20, floor,
-                     _peak_rss_mib())
+    return MemoryRun(mode, samples, data_mib, floor, _peak_rss_mib())
 
 
 if __name__ == "__main__":
     from helpers.setup.processes import exit_with_parent
 
     exit_with_parent()  # an interrupted notebook must not leave a training child behind
-    train_arg, model_arg, mode_arg, directory_arg, split_arg, batch_arg = sys.argv[1:7]
-    budget = check_budget(float(sys.argv[7])) if len(sys.argv) > 7 else None
-    if budget is not None:
-        limit_memory(budget)  # before TensorFlow is imported, so everything it allocates counts
-    try:
-        run = _measure(train_arg, model_arg, mode_arg, directory_arg, split_arg, int(batch_arg))
-    except Exception as error:  # under a budget, an allocation that fails anywhere (even importing TensorFlow)
-        if budget is None or not _is_out_of_memory(error):
-            raise
-        print(f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}", flush=True)
-        os._exit(OUT_OF_MEMORY_EXIT)
-    print(json.dumps({**run.__dict__, "budget_mib": budget}), flush=True)
+    arguments = [a for a in sys.argv[1:] if a != "--wait"]
+    train_arg, model_arg, mode_arg, directory_arg, split_arg, batch_arg = arguments[:6]
+    run = _measure(train_arg, model_arg, mode_arg, directory_arg, split_arg, int(batch_arg),
+                   wait="--wait" in sys.argv[1:])
+    print(json.dumps(run.__dict__), flush=True)
     os._exit(0)  # the report is out: skip TensorFlow's teardown (a second or two per child)
