@@ -99,7 +99,8 @@ def data_service_diagram(workers: int = 3):
     _box(ax, 9.6, 1.3, 2.2, 1.2, "client: training\n(receives finished\nbatches over gRPC)", "model")
     _arrow(ax, (10.7, 2.5), (7.4, 4.45), dashed=True)
     ax.text(9.5, 3.75, "which job,\nwhich workers", fontsize=7.5, style="italic")
-    ax.text(2.7, 0.05, "every file is read by the worker it was given", ha="center", fontsize=7.5, style="italic")
+    ax.text(2.7, 0.0, "distributed_epoch: each file goes to one worker;\nparallel_epochs: every worker "
+            "reads them all", ha="center", fontsize=7.5, style="italic")
     _legend(fig, ("storage", "process", "model"))
     return fig
 
