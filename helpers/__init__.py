@@ -30,6 +30,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
     scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  05
+    diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
     check.py                    is this machine ready: versions, data, disk, servers, platform       01
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is

@@ -8,31 +8,36 @@ import keras
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
 def file_sharded_dataset(directory, split, global_batch, workers):
-    """One worker's training batches, sharded by FILE, and the number of steps every worker can run per epoch."""
+    """One worker's training batches, sharded by FILE, and the number of steps every worker can run
+    per epoch."""
     from helpers.storage.tfrecord import read_manifest
     from helpers.storage.tfrecord.format import parse_batch_fn
 
     manifest = read_manifest(directory, split)
     if len(manifest.shards) < workers:
-        raise ValueError(f"{len(manifest.shards)} shards cannot be shared by file among {workers} workers: "
-                         f"write at least one shard per worker")
+        raise ValueError(f"{len(manifest.shards)} shards cannot be shared by file among {workers} "
+                         f"workers: write at least one shard per worker")
     # The smallest share: as many whole files as every worker gets, at the smallest file's size.
-    steps = min(s.records for s in manifest.shards) * (len(manifest.shards) // workers) // (global_batch // workers)
+    smallest_share = min(s.records for s in manifest.shards) * (len(manifest.shards) // workers)
+    steps = smallest_share // (global_batch // workers)
     files = tf.data.Dataset.from_tensor_slices(manifest.files(directory))
-    dataset = (files.shuffle(len(manifest.shards), seed=0)   # the same seed on every worker: the same order
-               .interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=4, deterministic=False)
+    dataset = (files.shuffle(len(manifest.shards), seed=0)   # one seed on every worker: one order
+               .interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=4,
+                           deterministic=False)
                .shuffle(10_000).repeat()
-               .batch(global_batch)                          # global: each worker receives its part of it
-               .map(parse_batch_fn(manifest.encoding, manifest.spec), num_parallel_calls=tf.data.AUTOTUNE)
+               .batch(global_batch)                          # global: each worker receives its part
+               .map(parse_batch_fn(manifest.encoding, manifest.spec),
+                    num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
-    options = tf.data.Options()   # worker i of N keeps files i, i + N, … of the list, and reads only those
+    options = tf.data.Options()   # worker i of N keeps files i, i + N, … of the list, reads those
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
     return dataset.with_options(options), steps
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
 def replicated_training(strategy, global_batch):
-    """The article's MLP with its variables mirrored by `strategy`, and a step that trains it on one global batch."""
+    """The article's MLP with its variables mirrored by `strategy`, and a step that trains it on one
+    global batch."""
     from helpers.lessons.tfdata_mnist import article_mlp
 
     with strategy.scope():                 # variables created here are mirrored on every replica
@@ -42,25 +47,26 @@ def replicated_training(strategy, global_batch):
 
     def replica_step(images, labels):      # on each replica, with its part of the global batch
         with tf.GradientTape() as tape:
-            loss = tf.nn.compute_average_loss(loss_of(labels, model(images, training=True)),
-                                              global_batch_size=global_batch)   # summed, ÷ the GLOBAL batch
+            loss = tf.nn.compute_average_loss(   # summed, ÷ the GLOBAL batch
+                loss_of(labels, model(images, training=True)), global_batch_size=global_batch)
         gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))  # all-reduced, then applied
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))  # all-reduced, applied
         return loss
 
     @tf.function
     def train_step(batch):
         per_replica_losses = strategy.run(replica_step, args=batch)
-        return strategy.reduce("SUM", per_replica_losses, axis=None)   # the mean loss of the global batch
+        return strategy.reduce("SUM", per_replica_losses, axis=None)   # the global batch's mean
     return model, train_step
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
 def train_worker(directory, split, epochs, global_batch):
-    """What every worker of the cluster runs: join it (TF_CONFIG), train on its own files, return a report."""
+    """What every worker of the cluster runs: join it (TF_CONFIG), train on its own files, return a
+    report."""
     import hashlib
 
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()   # reads TF_CONFIG; waits for every worker
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()   # reads TF_CONFIG; waits for all
     workers = strategy.cluster_resolver.cluster_spec().num_tasks("worker")
     dataset, steps = file_sharded_dataset(directory, split, global_batch, workers)
     batches = iter(strategy.experimental_distribute_dataset(dataset))   # applies the FILE policy
@@ -71,8 +77,8 @@ def train_worker(directory, split, epochs, global_batch):
         epoch_losses.append(float(np.mean(losses)))
     weights = np.concatenate([w.ravel() for w in model.get_weights()])
     return {"index": strategy.cluster_resolver.task_id, "replicas": strategy.num_replicas_in_sync,
-            "steps": steps * epochs, "samples": steps * epochs * global_batch // workers, "loss": epoch_losses,
-            "weights_sha256": hashlib.sha256(weights.tobytes()).hexdigest()}
+            "steps": steps * epochs, "samples": steps * epochs * global_batch // workers,
+            "loss": epoch_losses, "weights_sha256": hashlib.sha256(weights.tobytes()).hexdigest()}
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 4. The tf.data service: preprocessing on other machines
@@ -81,13 +87,16 @@ WORKER_TIMEOUT_MS = 2_000   # … and one silent for two seconds is taken as gon
 
 
 def start_dispatcher(port):
-    """Start the tf.data service's dispatcher on `port`; it serves until its process ends (`.join()` waits)."""
+    """Start the tf.data service's dispatcher on `port`; it serves until its process ends (`.join()`
+    waits)."""
     service = tf.data.experimental.service
-    return service.DispatchServer(service.DispatcherConfig(port=port, worker_timeout_ms=WORKER_TIMEOUT_MS))
+    return service.DispatchServer(
+        service.DispatcherConfig(port=port, worker_timeout_ms=WORKER_TIMEOUT_MS))
 
 
 def start_worker(dispatcher, port=0):
-    """Start a tf.data service worker that registers with the dispatcher at `dispatcher` ("host:port")."""
+    """Start a tf.data service worker that registers with the dispatcher at `dispatcher`
+    ("host:port")."""
     service = tf.data.experimental.service
     return service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher, port=port,
                                                      heartbeat_interval_ms=HEARTBEAT_MS))
@@ -98,7 +107,8 @@ CHUNK = 1_000   # records per unit of work: what a runner hands one worker at a 
 
 
 def encode_chunk_dofn():
-    """The Beam DoFn class that turns the start of a chunk into the chunk's records, as serialized tf.train.Examples."""
+    """The Beam DoFn class that turns the start of a chunk into the chunk's records, as serialized
+    tf.train.Examples."""
     import apache_beam as beam
 
     class EncodeChunk(beam.DoFn):
@@ -121,7 +131,8 @@ def encode_chunk_dofn():
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 5. Conversion at scale with Apache Beam
 def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shards):
-    """Add the conversion to a Beam `pipeline`: chunk starts → encoded records → `num_shards` TFRecord files."""
+    """Add the conversion to a Beam `pipeline`: chunk starts → encoded records → `num_shards`
+    TFRecord files."""
     import apache_beam as beam
 
     total = len(np.load(labels_path, mmap_mode="r"))
@@ -129,16 +140,17 @@ def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shar
     return (pipeline
             | "Chunks" >> beam.Create(list(range(0, total, CHUNK)))
             | "Encode" >> beam.ParDo(encode_chunk)
-            | "Write" >> beam.io.WriteToTFRecord(output_prefix, file_name_suffix=".tfrecord", num_shards=num_shards,
+            | "Write" >> beam.io.WriteToTFRecord(output_prefix, file_name_suffix=".tfrecord",
+                                                 num_shards=num_shards,
                                                  shard_name_template="-SSSSS-of-NNNNN"))
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 5. Conversion at scale with Apache Beam
 def records_digest(files):
-    """How many records the files hold, and a SHA-256 of their sorted per-record hashes: equal for the
-    same records in any order and any split into files."""
+    """How many records the files hold, and a SHA-256 of their sorted per-record hashes: equal for
+    the same records in any order and any split into files."""
     import hashlib
 
-    hashes = sorted(hashlib.sha256(record).digest()
-                    for record in tf.data.TFRecordDataset([str(f) for f in files]).as_numpy_iterator())
+    records = tf.data.TFRecordDataset([str(f) for f in files]).as_numpy_iterator()
+    hashes = sorted(hashlib.sha256(record).digest() for record in records)
     return len(hashes), hashlib.sha256(b"".join(hashes)).hexdigest()

@@ -12,6 +12,11 @@ import sys
 from helpers.setup.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, port_is_taken
 
 
+# How long a server may take to start: on a busy 2-core machine three workers importing TensorFlow at once
+# took over 60 s (a GPU-rehearsal test run at load 15).
+STARTUP_SECONDS = 180
+
+
 class DataServiceCluster:
     """A dispatcher and `workers` worker processes on localhost, started and ready inside the `with` block, which
     prints what they expose; `target` is the address for `distribute(service=...)`. Every server binds port 0
@@ -31,7 +36,8 @@ class DataServiceCluster:
     def __enter__(self) -> "DataServiceCluster":
         self.children.__enter__()
         try:
-            self.children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", "0"])
+            self.children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", "0"],
+                                ready_timeout=STARTUP_SECONDS)
             self.port = int(self.children.ready_words("dispatcher"))
             self.target = f"grpc://localhost:{self.port}"
             print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on "
@@ -40,7 +46,7 @@ class DataServiceCluster:
                 self.children.start(f"worker-{index}", ["-m", "helpers.scale.data_service", "worker",
                                                         "--dispatcher", f"localhost:{self.port}"], wait=False)
             for index in range(self.n_workers):
-                self.children.wait_ready(f"worker-{index}")
+                self.children.wait_ready(f"worker-{index}", STARTUP_SECONDS)
         except BaseException:
             self.children.__exit__(None, None, None)
             raise
