@@ -23,12 +23,13 @@ Where each part lives (folder/module · its one job · the notebooks that import
     storage/png_folder.py       folders of PNG files with a label file                               03
     measure/core.py             the timing core: intervals of the median, alternating rounds, rates  02 03 04 05 06 07
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                   03 04 05 07
+    measure/full_run.py         the maintainers' last full benchmark run, read by key                07
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     scale/data_service.py       a tf.data service cluster of processes on this machine               06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
-    scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  -
+    scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  07
     check.py                    is this machine ready: versions, data, disk, servers, platform       01
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is
