@@ -24,8 +24,10 @@ class SeenIds(keras.layers.Layer):
 
     def call(self, images, ids, training=False):
         if training:
-            self.log.assign(keras.ops.slice_update(self.log, (self.count,), ids))
-            self.count.assign_add(keras.ops.cast(keras.ops.shape(ids)[0], "int64"))
+            size = keras.ops.shape(ids)[0]
+            where = self.count + keras.ops.arange(size, dtype="int64")   # the next `size` places
+            self.log.assign(keras.ops.scatter_update(self.log, where[:, None], ids))
+            self.count.assign_add(keras.ops.cast(size, "int64"))
         return images
 
 
