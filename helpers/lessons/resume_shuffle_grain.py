@@ -12,8 +12,9 @@ from helpers.data.datasets import load_mnist
 
 
 class SeenIds(keras.layers.Layer):
-    """Passes the images through; while training, appends each batch's sample ids to `log`, a weight saved and
-    restored with the model: after any resume `log[:count]` lists the samples that trained these weights."""
+    """Passes the images through; while training, appends each batch's sample ids to `log`, a
+    weight saved and restored with the model: after any resume `log[:count]` lists the samples
+    that trained these weights."""
 
     def __init__(self, capacity, **kwargs):
         super().__init__(**kwargs)
@@ -32,12 +33,13 @@ class SeenIds(keras.layers.Layer):
 
 
 def id_mlp(capacity, seed=0):
-    """Notebook 04's MLP behind a `SeenIds` layer; inputs `{"image": uint8 images, "id": int64 ids}`.
-    The same `seed` gives the same initial weights."""
+    """Notebook 04's MLP behind a `SeenIds` layer; inputs `{"image": uint8 images,
+    "id": int64 ids}`. The same `seed` gives the same initial weights."""
     keras.utils.set_random_seed(seed)
     image = keras.Input((28, 28), dtype="uint8", name="image")
     ids = keras.Input((), dtype="int64", name="id")
-    model = keras.Model({"image": image, "id": ids}, article_mlp()(SeenIds(capacity, name="seen")(image, ids)))
+    logged = SeenIds(capacity, name="seen")(image, ids)
+    model = keras.Model({"image": image, "id": ids}, article_mlp()(logged))
     model.compile(optimizer=keras.optimizers.RMSprop(1e-3), loss="sparse_categorical_crossentropy")
     return model
 
@@ -56,13 +58,15 @@ def training_data(n):
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 1. What a resume loses
 def buffer_batches(x, y, batch_size, buffer, seed=1):
-    """Notebook 04's recipe over sample ids: a shuffle buffer (a new order every pass), batch, fetch."""
+    """Notebook 04's recipe over sample ids: a shuffle buffer (a new order every pass), batch,
+    fetch the batch's images."""
     return (tf.data.Dataset.range(len(x)).shuffle(buffer, seed=seed).batch(batch_size)
             .map(lambda ids: ({"image": tf.gather(x, ids), "id": ids}, tf.gather(y, ids))))
 
 
 def train_with_backup(model, x, y, directory, *, epochs, batch_size, save_every, callbacks=()):
-    """`fit` with `BackupAndRestore` saving every `save_every` batches: restarted, it resumes from there."""
+    """`fit` with `BackupAndRestore` saving every `save_every` batches: called again after a
+    crash, it resumes from the last backup."""
     backup = keras.callbacks.BackupAndRestore(directory, save_freq=save_every)
     model.fit(buffer_batches(x, y, batch_size, len(x) // 10), epochs=epochs, verbose=0,
               callbacks=[backup, *callbacks])
@@ -70,16 +74,17 @@ def train_with_backup(model, x, y, directory, *, epochs, batch_size, save_every,
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
 def index_batches(x, y, batch_size, start, stop, seed=1):
-    """Batches `start` to `stop - 1` of a run, counted over epochs: epoch `e`'s order is `index_shuffle` with seed
-    `(seed, e)`, so batch `g` is built from its number alone, and a run can start at any batch."""
+    """Batches `start` to `stop - 1` of a run, counted over epochs: epoch `e`'s order is
+    `index_shuffle` with seed `(seed, e)`, so batch `g` is built from its number alone, and a run
+    can start at any batch."""
     n = len(x)
     per_epoch = -(-n // batch_size)
 
     def batch(g):
         epoch, first = g // per_epoch, g % per_epoch * batch_size
         positions = tf.range(first, tf.minimum(first + batch_size, n))
-        ids = tf.random.experimental.index_shuffle(positions, tf.stack([tf.constant(seed, tf.int64), epoch]),
-                                                   n - 1)
+        epoch_seed = tf.stack([tf.constant(seed, tf.int64), epoch])
+        ids = tf.random.experimental.index_shuffle(positions, epoch_seed, n - 1)
         return {"image": tf.gather(x, ids), "id": ids}, tf.gather(y, ids)
 
     return tf.data.Dataset.range(start, stop).map(batch).prefetch(2)
@@ -97,19 +102,22 @@ def iterator_checkpoint_bytes(dataset, directory, batches=3):
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
 class SavePosition(keras.callbacks.Callback):
-    """Every `every` batches, saves the model, its optimizer and the run's batch count to `directory`
-    (`tf.train.CheckpointManager`, the last two kept); `restore()` loads the latest and returns the count."""
+    """Every `every` batches, saves the model, its optimizer and the run's batch count to
+    `directory` (`tf.train.CheckpointManager`, the last two kept); `restore()` loads the latest
+    and returns the count."""
 
     def __init__(self, directory, model, every):
         super().__init__()
         self.every, self.position = every, tf.Variable(0, dtype=tf.int64)
-        model.optimizer.build(model.trainable_variables)   # its variables exist before a restore fills them
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, position=self.position)
+        model.optimizer.build(model.trainable_variables)   # its variables exist before a restore
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer,
+                                         position=self.position)
         self.manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=2)
 
     def restore(self):
         if self.manager.latest_checkpoint:
-            self.manager.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+            latest = self.manager.latest_checkpoint
+            self.manager.checkpoint.restore(latest).assert_existing_objects_matched()
         return int(self.position.numpy())
 
     def on_train_batch_end(self, batch, logs=None):
@@ -119,14 +127,16 @@ class SavePosition(keras.callbacks.Callback):
 
 
 def train_exact(model, x, y, directory, *, epochs, batch_size, save_every, callbacks=()):
-    """`fit` from the latest position saved in `directory` (or the start), saving it every `save_every`
-    batches: killed anywhere and called again, it trains the same batches as a run never stopped."""
+    """`fit` from the latest position saved in `directory` (or the start), saving it every
+    `save_every` batches: killed anywhere and called again, it trains the same batches as a run
+    never stopped."""
     per_epoch = -(-len(x) // batch_size)
     saver = SavePosition(directory, model, save_every)
     epoch, step = divmod(saver.restore(), per_epoch)
     if step:   # finish the interrupted epoch: Keras starts every epoch at its first batch
-        model.fit(index_batches(x, y, batch_size, epoch * per_epoch + step, (epoch + 1) * per_epoch),
-                  initial_epoch=epoch, epochs=epoch + 1, verbose=0, callbacks=[saver, *callbacks])
+        rest = index_batches(x, y, batch_size, epoch * per_epoch + step, (epoch + 1) * per_epoch)
+        model.fit(rest, initial_epoch=epoch, epochs=epoch + 1, verbose=0,
+                  callbacks=[saver, *callbacks])
         epoch += 1
     if epoch < epochs:
         model.fit(index_batches(x, y, batch_size, epoch * per_epoch, epochs * per_epoch),
@@ -136,7 +146,8 @@ def train_exact(model, x, y, directory, *, epochs, batch_size, save_every, callb
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 3. A global shuffle without a buffer
 def displacement(order):
-    """Mean distance from each sample's stored position to its place in `order`, as a share of the dataset."""
+    """Mean distance from each sample's stored position to its place in `order`, as a share
+    of the dataset."""
     order = np.asarray(order)
     return float(np.mean(np.abs(order - np.arange(len(order))))) / len(order)
 
@@ -149,7 +160,7 @@ def mean_class_run(labels_in_order):
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 4. ArrayRecord and Grain
 import grain
-from helpers.storage.array_record import decode_record   # plumbing: bytes -> (image, label), checked
+from helpers.storage.array_record import decode_record   # plumbing: bytes -> (image, label)
 
 
 def grain_batches(source, info, batch_size, epochs, seed=1):
