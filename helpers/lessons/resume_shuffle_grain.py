@@ -91,6 +91,9 @@ def index_batches(x, y, batch_size, start, stop, seed=1):
 
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
+from pathlib import Path
+
+
 def iterator_checkpoint_bytes(dataset, directory, batches=3):
     """Bytes of a `tf.train.Checkpoint` of an iterator over `dataset` after `batches` batches."""
     iterator = iter(dataset)
