@@ -2,24 +2,26 @@
 
 Where each part lives (folder/module · its one job · the notebooks that import it; a test keeps this map true):
 
-    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      02 03 04 05 06 07
+    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      02 03 04 05 06 07 08
       tfrecord_conversion.py    the series' record format: `image_example`, `parse_batch` (notebook 02)
       pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline, cold reads (03)
       tfdata_mnist.py           the training pipeline, `read_split`, the article's MLP (notebook 04)
       pipeline_profiling.py     block records, the article's pipeline, the method (`diagnose`), timelines (05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
       capstone_photos.py        the photo scan, the conversion, the photo pipeline and classifier (07)
-    setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07
-    setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07
+      resume_shuffle_grain.py   the id-logging MLP, exact resume with `fit`, index shuffles, Grain (08)
+    setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07 08
+    setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07 08
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
     setup/processes.py          child processes that stop with their parent; ports                   07
-    data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06
+    data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
     storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      03 07
     storage/labels.py           the one check of class labels: every writer, every label file read   07
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
+    storage/array_record.py     ArrayRecord shards for Grain: atomic, resumable, with a manifest     08
     storage/png_folder.py       folders of PNG files with a label file                               03
     measure/core.py             the timing core: intervals of the median, alternating rounds, rates  01 02 03 04 05 06 07
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                   03 04 05 07
@@ -31,6 +33,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     scale/beam.py               the Beam conversion's source files and its job launcher              06
     scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  05
     diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
+    scale/killed_run.py         training runs killed by SIGKILL mid-epoch, in child processes        08
     check.py                    is this machine ready: versions, data, disk, servers, platform       01
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is

@@ -1,0 +1,175 @@
+# Generated from notebooks/08_resume_shuffle_grain.ipynb by `python -m tools.notebooks save`: do not edit by hand.
+# Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
+"""08 · Interrupted and shuffled: exact mid-epoch resume, a shuffle without a buffer, Grain: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
+import numpy as np
+import tensorflow as tf
+import keras
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 1. What a resume loses
+from helpers.lessons.tfdata_mnist import article_mlp   # notebook 04's 784-512-10 MLP
+from helpers.data.datasets import load_mnist
+
+
+class SeenIds(keras.layers.Layer):
+    """Passes the images through; while training, appends each batch's sample ids to `log`, a
+    weight saved and restored with the model: after any resume `log[:count]` lists the samples
+    that trained these weights."""
+
+    def __init__(self, capacity, **kwargs):
+        super().__init__(**kwargs)
+        self.log = self.add_weight(shape=(capacity,), dtype="int64", initializer="zeros",
+                                   trainable=False, name="log")
+        self.count = self.add_weight(shape=(), dtype="int64", initializer="zeros", trainable=False,
+                                     name="count")
+
+    def call(self, images, ids, training=False):
+        if training:
+            size = keras.ops.shape(ids)[0]
+            where = self.count + keras.ops.arange(size, dtype="int64")   # the next `size` places
+            self.log.assign(keras.ops.scatter_update(self.log, where[:, None], ids))
+            self.count.assign_add(keras.ops.cast(size, "int64"))
+        return images
+
+
+def id_mlp(capacity, seed=0):
+    """Notebook 04's MLP behind a `SeenIds` layer; inputs `{"image": uint8 images,
+    "id": int64 ids}`. The same `seed` gives the same initial weights."""
+    keras.utils.set_random_seed(seed)
+    image = keras.Input((28, 28), dtype="uint8", name="image")
+    ids = keras.Input((), dtype="int64", name="id")
+    logged = SeenIds(capacity, name="seen")(image, ids)
+    model = keras.Model({"image": image, "id": ids}, article_mlp()(logged))
+    model.compile(optimizer=keras.optimizers.RMSprop(1e-3), loss="sparse_categorical_crossentropy")
+    return model
+
+
+def seen_ids(model):
+    """The ids the model's weights were trained on, in order."""
+    layer = model.get_layer("seen")
+    return layer.log.numpy()[: int(layer.count.numpy())]
+
+
+def training_data(n):
+    """The first `n` MNIST training images and labels (quick mode: the stand-ins)."""
+    (x, y), _ = load_mnist()
+    return x[:n], y[:n].astype(np.int64)
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 1. What a resume loses
+def buffer_batches(x, y, batch_size, buffer, seed=1):
+    """Notebook 04's recipe over sample ids: a shuffle buffer (a new order every pass), batch,
+    fetch the batch's images."""
+    return (tf.data.Dataset.range(len(x)).shuffle(buffer, seed=seed).batch(batch_size)
+            .map(lambda ids: ({"image": tf.gather(x, ids), "id": ids}, tf.gather(y, ids))))
+
+
+def train_with_backup(model, x, y, directory, *, epochs, batch_size, save_every, callbacks=()):
+    """`fit` with `BackupAndRestore` saving every `save_every` batches: called again after a
+    crash, it resumes from the last backup."""
+    backup = keras.callbacks.BackupAndRestore(directory, save_freq=save_every)
+    model.fit(buffer_batches(x, y, batch_size, len(x) // 10), epochs=epochs, verbose=0,
+              callbacks=[backup, *callbacks])
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
+def index_batches(x, y, batch_size, start, stop, seed=1):
+    """Batches `start` to `stop - 1` of a run, counted over epochs: epoch `e`'s order is
+    `index_shuffle` with seed `(seed, e)`, so batch `g` is built from its number alone, and a run
+    can start at any batch."""
+    n = len(x)
+    per_epoch = -(-n // batch_size)
+
+    def batch(g):
+        epoch, first = g // per_epoch, g % per_epoch * batch_size
+        positions = tf.range(first, tf.minimum(first + batch_size, n))
+        epoch_seed = tf.stack([tf.constant(seed, tf.int64), epoch])
+        ids = tf.random.experimental.index_shuffle(positions, epoch_seed, n - 1)
+        return {"image": tf.gather(x, ids), "id": ids}, tf.gather(y, ids)
+
+    return tf.data.Dataset.range(start, stop).map(batch).prefetch(2)
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
+from pathlib import Path
+
+
+def iterator_checkpoint_bytes(dataset, directory, batches=3):
+    """Bytes of a `tf.train.Checkpoint` of an iterator over `dataset` after `batches` batches."""
+    iterator = iter(dataset)
+    for _ in range(batches):
+        next(iterator)
+    prefix = tf.train.Checkpoint(iterator=iterator).write(str(Path(directory) / "iterator"))
+    return sum(p.stat().st_size for p in Path(directory).glob(Path(prefix).name + "*"))
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
+class SavePosition(keras.callbacks.Callback):
+    """Every `every` batches, saves the model, its optimizer and the run's batch count to
+    `directory` (`tf.train.CheckpointManager`, the last two kept); `restore()` loads the latest
+    and returns the count."""
+
+    def __init__(self, directory, model, every):
+        super().__init__()
+        self.every, self.position = every, tf.Variable(0, dtype=tf.int64)
+        model.optimizer.build(model.trainable_variables)   # its variables exist before a restore
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer,
+                                         position=self.position)
+        self.manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=2)
+
+    def restore(self):
+        if self.manager.latest_checkpoint:
+            latest = self.manager.latest_checkpoint
+            self.manager.checkpoint.restore(latest).assert_existing_objects_matched()
+        return int(self.position.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.position.assign_add(1)
+        if int(self.position.numpy()) % self.every == 0:
+            self.manager.save()
+
+
+def train_exact(model, x, y, directory, *, epochs, batch_size, save_every, callbacks=()):
+    """`fit` from the latest position saved in `directory` (or the start), saving it every
+    `save_every` batches: killed anywhere and called again, it trains the same batches as a run
+    never stopped."""
+    per_epoch = -(-len(x) // batch_size)
+    saver = SavePosition(directory, model, save_every)
+    epoch, step = divmod(saver.restore(), per_epoch)
+    if step:   # finish the interrupted epoch: Keras starts every epoch at its first batch
+        rest = index_batches(x, y, batch_size, epoch * per_epoch + step, (epoch + 1) * per_epoch)
+        model.fit(rest, initial_epoch=epoch, epochs=epoch + 1, verbose=0,
+                  callbacks=[saver, *callbacks])
+        epoch += 1
+    if epoch < epochs:
+        model.fit(index_batches(x, y, batch_size, epoch * per_epoch, epochs * per_epoch),
+                  steps_per_epoch=per_epoch, initial_epoch=epoch, epochs=epochs, verbose=0,
+                  callbacks=[saver, *callbacks])
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 3. A global shuffle without a buffer
+def displacement(order):
+    """Mean distance from each sample's stored position to its place in `order`, as a share
+    of the dataset."""
+    order = np.asarray(order)
+    return float(np.mean(np.abs(order - np.arange(len(order))))) / len(order)
+
+
+def mean_class_run(labels_in_order):
+    """Mean length of runs of one label in a row."""
+    labels = np.asarray(labels_in_order)
+    return len(labels) / (1 + int(np.count_nonzero(labels[1:] != labels[:-1])))
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 4. ArrayRecord and Grain
+import grain
+from helpers.storage.array_record import decode_record   # plumbing: bytes -> (image, label)
+
+
+def grain_batches(source, info, batch_size, epochs, seed=1):
+    """Grain over ArrayRecord: every epoch a new global order (shuffle, then repeat), batched."""
+    return (grain.MapDataset.source(source)
+            .shuffle(seed=seed)                      # a permutation by index: no buffer
+            .map(lambda record: decode_record(record, info))
+            .batch(batch_size)
+            .repeat(epochs))                         # after shuffle: each epoch reshuffled

@@ -1,0 +1,217 @@
+"""Sharded ArrayRecord files of (image, label) records, with a manifest, atomic shards and resume: the random-access
+format Grain reads (notebook 08).
+
+    write_array_records(images, labels, "data/mnist-ar", "train", num_shards=4)   # a SplitInfo
+    source, info = array_record_source("data/mnist-ar", "train")   # checked; source[i] is record i's bytes
+    image, label = decode_record(source[0], info)
+
+A record is the label as 8 little-endian bytes (int64) followed by the image's bytes (shape and dtype in the
+manifest). Files are `{split}-{index:05d}-of-{N:05d}.array_record`. `array_record_manifest.json` says, per split,
+each shard's record count, size and SHA-256, and whether the split is complete. Each shard is written under a
+temporary name and renamed when whole (`write_then_rename`); the manifest is rewritten atomically after every shard,
+so a writer killed part-way resumes at the first shard the manifest lacks (`resume=True`, checked to be the same
+data by its fingerprint). Nothing read from the manifest is used as a path unless it is exactly the name its split
+and index give. Labels are checked by `helpers.storage.labels` before the first byte is written.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from helpers.storage.files import (FileLock, atomic_write_text, check_name, file_problem, fingerprint_arrays,
+                                   sha256_of, stale_temporaries, write_then_rename)
+from helpers.storage.labels import class_labels
+
+MANIFEST = "array_record_manifest.json"
+FORMAT = "bigger-than-memory array_record shards"
+LABEL_BYTES = 8
+
+
+class ArrayRecordError(ValueError):
+    """A split that cannot be read as its manifest says: the message names the folder, file and problem."""
+
+
+@dataclass
+class ShardEntry:
+    file: str
+    records: int
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class SplitInfo:
+    """One split's manifest entry: the image's shape and dtype, the shards written so far, complete or not."""
+
+    split: str
+    image_shape: list[int]
+    image_dtype: str
+    num_shards: int
+    total_records: int
+    fingerprint: str
+    shards: list[ShardEntry] = field(default_factory=list)
+    complete: bool = False
+
+    @property
+    def record_bytes(self) -> int:
+        return LABEL_BYTES + int(np.prod(self.image_shape)) * np.dtype(self.image_dtype).itemsize
+
+
+def shard_file(split: str, index: int, num_shards: int) -> str:
+    """The one name shard `index` of `split` may have.
+
+    >>> shard_file("train", 2, 4)
+    'train-00002-of-00004.array_record'
+    """
+    return f"{split}-{index:05d}-of-{num_shards:05d}.array_record"
+
+
+def _load(directory: Path) -> dict:
+    path = directory / MANIFEST
+    problem = file_problem(path)
+    if problem == "missing":
+        return {"format": FORMAT, "splits": {}}
+    if problem:
+        raise ArrayRecordError(f"{path}: the manifest is {problem}.")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ArrayRecordError(f"{path}: the manifest is not valid JSON ({e}).") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("splits"), dict):
+        raise ArrayRecordError(f"{path}: not an ArrayRecord manifest of this series (format {FORMAT!r}).")
+    return doc
+
+
+def _split_info(directory: Path, split: str, entry) -> SplitInfo:
+    where = f"{directory / MANIFEST}, split {split!r}"
+    try:
+        info = SplitInfo(**{**entry, "shards": [ShardEntry(**s) for s in entry["shards"]]})
+        shape = [int(d) for d in info.image_shape]
+        np.dtype(info.image_dtype)
+    except (TypeError, KeyError, ValueError) as e:
+        raise ArrayRecordError(f"{where}: malformed entry ({e}).") from None
+    if not all(d > 0 for d in shape) or not isinstance(info.num_shards, int) or info.num_shards < 1:
+        raise ArrayRecordError(f"{where}: malformed shape {shape} or shard count {info.num_shards!r}.")
+    for index, shard in enumerate(info.shards):   # a name is used as a path only if it is exactly the expected one
+        if shard.file != shard_file(split, index, info.num_shards):
+            raise ArrayRecordError(f"{where}: shard {index} is named {shard.file!r}, not "
+                                   f"{shard_file(split, index, info.num_shards)!r}.")
+    return info
+
+
+def _save(directory: Path, doc: dict, info: SplitInfo) -> None:
+    doc["splits"][info.split] = asdict(info)
+    atomic_write_text(directory / MANIFEST, json.dumps(doc, indent=1) + "\n")
+
+
+def write_array_records(images, labels, directory: str | Path, split: str, num_shards: int, *,
+                        num_classes: int | None = None, resume: bool = True) -> SplitInfo:
+    """Write `images` (an array or memmap, shape (n, ...)) and `labels` as `num_shards` ArrayRecord files in
+    `directory`, record i of the split being (images[i], labels[i]). Returns the split's manifest entry.
+
+    A shard is written under a temporary name and renamed when whole; the manifest is updated after each one.
+    With `resume=True` a split left incomplete by a killed writer continues at its first missing shard, if the data
+    is the same (its fingerprint); a complete split of the same data is left as it is. Different data, or
+    `resume=False`, over an existing split: `FileExistsError` (nothing is overwritten or removed that this writer
+    did not create). Bad labels: `ValueError` naming the split and the first bad position, before any write.
+
+    >>> import tempfile
+    >>> info = write_array_records(np.zeros((10, 2, 2), np.uint8), np.arange(10) % 3, tempfile.mkdtemp(), "t", 3)
+    >>> [s.records for s in info.shards], info.complete
+    ([4, 3, 3], True)
+    """
+    from array_record.python import array_record_module
+
+    directory = Path(directory)
+    check_name(split, "split name")
+    if isinstance(num_shards, bool) or not isinstance(num_shards, (int, np.integer)) or num_shards < 1:
+        raise ValueError(f"num_shards must be a whole number of at least 1, not {num_shards!r}")
+    images = np.asarray(images) if not isinstance(images, np.ndarray) else images
+    if images.ndim < 2 or images.shape[0] < 1:
+        raise ValueError(f"split {split!r}: images must be an array of shape (n, ...) with n >= 1, "
+                         f"not {images.shape}")
+    labels = class_labels(labels, f"split {split!r}", num_classes)
+    if len(labels) != len(images):
+        raise ValueError(f"split {split!r}: {len(images)} images but {len(labels)} labels")
+    n, num_shards = len(images), int(num_shards)
+    if num_shards > n:
+        raise ValueError(f"split {split!r}: {num_shards} shards for {n} records leaves shards empty")
+    fresh = SplitInfo(split, list(images.shape[1:]), images.dtype.str, num_shards, n,
+                      fingerprint_arrays(images, labels))
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(directory / f".{split}.array_record.lock", f"split {split!r} in {directory}"):
+        doc = _load(directory)
+        if split in doc["splits"]:
+            old = _split_info(directory, split, doc["splits"][split])
+            same = (old.fingerprint, old.num_shards, old.image_shape) == (fresh.fingerprint, num_shards,
+                                                                         fresh.image_shape)
+            if not (resume and same):
+                raise FileExistsError(f"{directory}: split {split!r} already holds other data or another layout "
+                                      f"(or resume=False); write it to a new folder")
+            fresh = old
+            if fresh.complete:
+                return fresh
+        for stale in stale_temporaries(directory, rf"{split}-\d{{5}}-of-\d{{5}}\.array_record"):
+            stale.unlink()   # a killed writer's half-written shard: ours by its name, never listed
+        sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
+        starts = np.cumsum([0] + sizes)
+        for index in range(len(fresh.shards), num_shards):
+            name = shard_file(split, index, num_shards)
+            with write_then_rename(directory / name) as tmp:
+                writer = array_record_module.ArrayRecordWriter(str(tmp), "group_size:1")
+                for i in range(starts[index], starts[index + 1]):
+                    writer.write(labels[i].astype("<i8").tobytes() + np.ascontiguousarray(images[i]).tobytes())
+                writer.close()
+            path = directory / name
+            fresh.shards.append(ShardEntry(name, sizes[index], path.stat().st_size, sha256_of(path)))
+            fresh.complete = len(fresh.shards) == num_shards
+            _save(directory, doc, fresh)
+    return fresh
+
+
+def array_record_source(directory: str | Path, split: str, *, verify: bool = False):
+    """`(source, info)`: an `ArrayRecordDataSource` over a complete split's shards (random access: `source[i]`,
+    `len(source)`), after checking that the manifest lists every shard under its expected name, that each is a
+    regular file of the listed size holding the listed record count (and, `verify=True`, its checksum).
+    `ArrayRecordError` naming the folder and file otherwise."""
+    from array_record.python.array_record_data_source import ArrayRecordDataSource
+
+    directory = Path(directory)
+    check_name(split, "split name")
+    doc = _load(directory)
+    if split not in doc["splits"]:
+        raise ArrayRecordError(f"{directory}: no split {split!r} in {MANIFEST} (splits: {sorted(doc['splits'])})")
+    info = _split_info(directory, split, doc["splits"][split])
+    if not info.complete or len(info.shards) != info.num_shards:
+        raise ArrayRecordError(f"{directory}: split {split!r} is incomplete ({len(info.shards)} of "
+                               f"{info.num_shards} shards): run the writer again to finish it")
+    for shard in info.shards:
+        path = directory / shard.file
+        if problem := file_problem(path):
+            raise ArrayRecordError(f"{path}: the shard is {problem}.")
+        if path.stat().st_size != shard.bytes:
+            raise ArrayRecordError(f"{path}: {path.stat().st_size} bytes, the manifest says {shard.bytes}.")
+        if verify and sha256_of(path) != shard.sha256:
+            raise ArrayRecordError(f"{path}: the checksum differs from the manifest's: the file changed.")
+    source = ArrayRecordDataSource([str(directory / s.file) for s in info.shards])
+    if len(source) != info.total_records:
+        raise ArrayRecordError(f"{directory}: split {split!r} holds {len(source)} records, the manifest says "
+                               f"{info.total_records}.")
+    return source, info
+
+
+def decode_record(record: bytes, info: SplitInfo) -> tuple[np.ndarray, np.int64]:
+    """One record's `(image, label)`, checked to be the manifest's size.
+
+    >>> info = SplitInfo("t", [2], "|u1", 1, 1, "")
+    >>> decode_record((3).to_bytes(8, "little") + bytes([7, 9]), info)
+    (array([7, 9], dtype=uint8), np.int64(3))
+    """
+    if len(record) != info.record_bytes:
+        raise ArrayRecordError(f"split {info.split!r}: a record of {len(record)} bytes, the manifest's records hold "
+                               f"{info.record_bytes}.")
+    label = np.frombuffer(record, "<i8", count=1)[0]
+    return np.frombuffer(record, info.image_dtype, offset=LABEL_BYTES).reshape(info.image_shape), label

@@ -1,0 +1,106 @@
+"""The ArrayRecord writer and reader (helpers/storage/array_record.py, notebook 08): round trip, resume after a
+killed writer, and bad input named before anything is written or read."""
+import json
+
+import numpy as np
+import pytest
+
+from helpers.storage.array_record import (MANIFEST, ArrayRecordError, array_record_source, decode_record,
+                                          write_array_records)
+
+rng = np.random.default_rng(0)
+IMAGES = rng.integers(0, 256, (50, 4, 4), dtype=np.uint8)
+LABELS = rng.integers(0, 10, 50)
+
+
+def test_round_trip(tmp_path):
+    info = write_array_records(IMAGES, LABELS, tmp_path, "train", 3, num_classes=10)
+    source, info = array_record_source(tmp_path, "train", verify=True)
+    assert [s.records for s in info.shards] == [17, 17, 16] and len(source) == 50
+    for i in (0, 17, 49):
+        image, label = decode_record(source[i], info)
+        np.testing.assert_array_equal(image, IMAGES[i])
+        assert label == LABELS[i]
+
+
+def test_a_killed_writer_resumes_at_its_first_missing_shard(tmp_path):
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 3)
+    doc = json.loads((tmp_path / MANIFEST).read_text())
+    last = doc["splits"]["train"]["shards"].pop()   # as if killed while writing the last shard
+    doc["splits"]["train"]["complete"] = False
+    (tmp_path / MANIFEST).write_text(json.dumps(doc))
+    (tmp_path / last["file"]).unlink()
+    (tmp_path / f"{last['file']}.0123abcd.partial").write_bytes(b"half")   # its temporary file
+    first = (tmp_path / doc["splits"]["train"]["shards"][0]["file"]).stat().st_mtime_ns
+    with pytest.raises(ArrayRecordError, match="incomplete"):
+        array_record_source(tmp_path, "train")
+    info = write_array_records(IMAGES, LABELS, tmp_path, "train", 3)
+    assert info.complete and not list(tmp_path.glob("*.partial"))
+    assert (tmp_path / info.shards[0].file).stat().st_mtime_ns == first   # finished shards are not rewritten
+    array_record_source(tmp_path, "train", verify=True)
+
+
+@pytest.mark.parametrize("labels, message", [
+    (LABELS.astype(float), "whole numbers"),
+    (np.where(np.arange(50) == 7, -1, LABELS), "position 7"),
+    (np.where(np.arange(50) == 3, 10, LABELS), "outside 0 to 9"),
+    (LABELS[:49], "50 images but 49 labels"),
+])
+def test_bad_labels_are_named_before_any_write(tmp_path, labels, message):
+    with pytest.raises(ValueError, match=message):
+        write_array_records(IMAGES, labels, tmp_path / "out", "train", 2, num_classes=10)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("split, shards, message", [("../up", 2, "plain name"), ("train", 0, "at least 1"),
+                                                    ("train", True, "at least 1"), ("train", 51, "empty")])
+def test_bad_arguments(tmp_path, split, shards, message):
+    with pytest.raises(ValueError, match=message):
+        write_array_records(IMAGES, LABELS, tmp_path, split, shards)
+
+
+def test_other_data_over_a_split_is_refused_not_overwritten(tmp_path):
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    with pytest.raises(FileExistsError, match="other data"):
+        write_array_records(IMAGES[::-1], LABELS, tmp_path, "train", 2)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_a_name_in_the_manifest_is_never_a_path(tmp_path):
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
+    doc = json.loads((tmp_path / MANIFEST).read_text())
+    doc["splits"]["train"]["shards"][1]["file"] = "../../etc/passwd"
+    (tmp_path / MANIFEST).write_text(json.dumps(doc))
+    with pytest.raises(ArrayRecordError, match="is named '../../etc/passwd'"):
+        array_record_source(tmp_path, "train")
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("missing", "missing"), ("truncated", "bytes, the manifest says"), ("changed", "checksum"),
+    ("not json", "not valid JSON"), ("no split", "no split 'train'"),
+])
+def test_damaged_splits_are_named(tmp_path, damage, message):
+    info = write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
+    shard = tmp_path / info.shards[1].file
+    if damage == "missing":
+        shard.unlink()
+    elif damage == "truncated":
+        shard.write_bytes(shard.read_bytes()[:-10])
+    elif damage == "changed":
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+    elif damage == "not json":
+        (tmp_path / MANIFEST).write_text("{")
+    else:
+        (tmp_path / MANIFEST).write_text(json.dumps({**json.loads((tmp_path / MANIFEST).read_text()),
+                                                     "splits": {}}))
+    with pytest.raises(ArrayRecordError, match=message):
+        array_record_source(tmp_path, "train", verify=True)
+
+
+def test_a_record_of_the_wrong_size_is_named(tmp_path):
+    info = write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
+    with pytest.raises(ArrayRecordError, match="a record of 5 bytes"):
+        decode_record(b"12345", info)
