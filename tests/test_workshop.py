@@ -297,6 +297,9 @@ def test_prepare_offline_names_each_missing_part(tmp_path, monkeypatch, no_netwo
     assert "series: ok" in readme and "data: MISSING" in readme and "wheels: MISSING" in readme
     series = kit / "bigger-than-memory"
     assert (series / "pyproject.toml").exists() and (series / "helpers" / "setup" / "config.py").exists()
+    # notebook 99 reads the stored full run's figures from the checkout
+    assert (series / "benchmarks" / "last_full_run.txt").read_bytes() == (
+        ROOT / "benchmarks" / "last_full_run.txt").read_bytes()
     copies = sorted((series / "notebooks").glob("*.ipynb"))
     assert [p.name for p in copies] == [p.name for p in nbtool.notebooks()]
     assert not any(_solution_cells(_cells(p)) for p in copies)

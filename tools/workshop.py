@@ -667,7 +667,9 @@ def platforms_section() -> str:
 # ---------------------------------------------------------------- preparing the room
 
 # What a learner's machine needs of the checkout (the package, its install files, the notebooks and data/).
-SERIES_FILES = ["README.md", "requirements.txt", "constraints.txt", "pyproject.toml", "data/README.md"]
+# benchmarks/last_full_run.txt: notebook 99 reads the stored full run's figures from it.
+SERIES_FILES = ["README.md", "requirements.txt", "constraints.txt", "pyproject.toml", "data/README.md",
+                "benchmarks/last_full_run.txt"]
 SERIES_FOLDERS = ["helpers"]
 ROOM_README = """\
 Bigger Than Memory, prepared for a room without network on {date} by `python -m tools.workshop prepare`.
