@@ -368,6 +368,29 @@ def test_long_output_lines_wrap_instead_of_being_cut(site, served, browser, brow
     assert not wide, "\n".join(wide)
 
 
+CODE_WIDTHS = """
+return [...document.querySelectorAll("div.cell_input pre")].map(
+  p => [p.scrollWidth, p.clientWidth, p.innerText.split("\\n").reduce((a, b) => a.length >= b.length ? a : b)]);
+"""
+
+
+@pytest.mark.book
+def test_code_cells_fit_their_column_in_a_wide_window(site, served, browser, browsed):
+    """From a 1600-pixel window up, a code line of 100 characters fits without scrolling (book.css widens the page;
+    tests/test_notebook_width.py keeps the lines that short)."""
+    record = json.loads((site / "build-record.json").read_text(encoding="utf-8"))
+    wide = []
+    browser.set_window_size(1600, 1000)
+    try:
+        for notebook in record["notebooks"]:
+            browser.get(served + notebook.replace(".ipynb", ".html"))
+            wide += [f"{notebook}: {scroll} px in {client} px: {line[:60]!r}"
+                     for scroll, client, line in browser.execute_script(CODE_WIDTHS) if scroll > client + 1]
+    finally:
+        browser.set_window_size(1280, 1000)
+    assert not wide, "\n".join(wide)
+
+
 def test_render_only_refuses_a_record_that_names_files_outside_the_series(tmp_path, capsys):
     """Names in record.json become paths under the build folder: one that is not a notebook of the series is refused."""
     scratch = tmp_path / "scratch"      # the site may not lie in the scratch folder (`out_problem`)
