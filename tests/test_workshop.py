@@ -194,6 +194,10 @@ def test_a_skipped_or_late_prerequisite_is_named():
     late = workshop.skipped_prerequisites(_plan(("07", "134"), ("02", "123")))
     assert late == ["07 §4 is taught before 02 §3, which it builds on"]
     assert workshop.skipped_prerequisites(_plan(("02", "123"), ("07", "134"))) == []
+    # A build without notebook 02 (`--only 07`) does not ask for it: the page names the missing notebook instead.
+    assert workshop.skipped_prerequisites(_plan(("07", "134")), present={"07"}) == []
+    assert workshop.skipped_prerequisites(_plan(("07", "14")), present={"07"}) == [
+        "07 §4 is taught without 07 §3, which it builds on"]
 
 
 def test_every_prerequisite_names_a_section_the_notebooks_have():
@@ -248,6 +252,9 @@ def test_a_plan_names_a_notebook_missing_from_the_build():
     assert all(b.notebook[:2] != "07" for parts in workshop.plans(None, without_07).values()
                for _, _, part in parts for b in part)
     assert "07" in workshop.left_out(without_07)
+    only_99 = [p for p in discover() if p.name.startswith("99")]
+    text = workshop.page(None, only_99)
+    assert "Not in this build, so not counted above: notebook 01" in text and "without what they build" not in text
     assert "Not in this build, so not counted above: notebook 07" in workshop.page(None, without_07)
 
 

@@ -327,8 +327,10 @@ def left_out(paths: list[Path]) -> list[str]:
     return sorted({b.notebook for parts in PLANS.values() for part in parts for b in part} - have)
 
 
-def skipped_prerequisites(plan: list[tuple[str, float, list[Block]]]) -> list[str]:
-    """Each section a plan teaches before (or without) a section it builds on (`PREREQUISITES`), in words."""
+def skipped_prerequisites(plan: list[tuple[str, float, list[Block]]], present: set[str] | None = None) -> list[str]:
+    """Each section a plan teaches before (or without) a section it builds on (`PREREQUISITES`), in words. With
+    `present` (the notebook numbers in the build), a section of a notebook not in it is not asked for: a partial
+    build leaves whole notebooks out, and the page names them."""
     taught_at = {}
     for position, b in enumerate(b for _, _, part in plan for b in part):
         for key in b.taught:
@@ -336,6 +338,8 @@ def skipped_prerequisites(plan: list[tuple[str, float, list[Block]]]) -> list[st
     problems = []
     for (notebook, key), position in sorted(taught_at.items()):
         for needed in PREREQUISITES.get((notebook, key), []):
+            if present is not None and needed[0] not in present:
+                continue
             if needed not in taught_at:
                 problems.append(f"{notebook} §{key} is taught without {needed[0]} §{needed[1]}, which it builds on")
             elif taught_at[needed] > position:
@@ -558,7 +562,7 @@ def page(record: dict | None, paths: list[Path]) -> str:
         for label, budget, blocks in plan:
             parts += ["", f"### {label}", "", schedule(label, budget, blocks)]
         parts += ["", not_taught(plan, paths)]
-        problems = skipped_prerequisites(plan)
+        problems = skipped_prerequisites(plan, {p.name[:2] for p in paths})
         parts += ["", "Every section taught comes after the sections it builds on." if not problems else
                   "**Sections taught without what they build on:** " + "; ".join(problems) + "."]
     missing = left_out(paths)
