@@ -2,7 +2,7 @@
 
 Where each part lives (folder/module · its one job · the notebooks that import it; a test keeps this map true):
 
-    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      02 03 04 05 06 07 08
+    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      02 03 04 05 06 07 08 99
       tfrecord_conversion.py    the series' record format: `image_example`, `parse_batch` (notebook 02)
       pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline, cold reads (03)
       tfdata_mnist.py           the training pipeline, `read_split`, the article's MLP (notebook 04)
@@ -10,11 +10,11 @@ Where each part lives (folder/module · its one job · the notebooks that import
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
       capstone_photos.py        the photo scan, the conversion, the photo pipeline and classifier (07)
       resume_shuffle_grain.py   the id-logging MLP, exact resume with `fit`, index shuffles, Grain (08)
-    setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07 08
-    setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07 08
+    setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07 08 99
+    setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07 08 99
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
     setup/processes.py          child processes that stop with their parent; ports                   07
-    data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08
+    data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08 99
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
     storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      03 07

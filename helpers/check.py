@@ -74,6 +74,7 @@ DATA_WRITES = [   # (what, records in quick mode, records in a full run, bytes e
     ("06: shards, Beam's copy, Dataset.save, snapshot", 4 * 2_000, 4 * 70_000, MNIST),
     ("06 §6: data larger than a memory budget", 5_000, 2_200_000, MNIST),
     ("07: photos, resized records, original-bytes records", 320, 20_000, 2 * PHOTO + PHOTO_RESIZED),
+    ("99: the checklist's folder of block records", 8_192, 60_000, MNIST),
 ]
 
 

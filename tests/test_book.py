@@ -150,6 +150,17 @@ def test_a_page_has_its_banner_under_the_title_and_long_outputs_scroll(tmp_path)
     assert "colab-badge.svg" in bare.cells[1].source, "a notebook without a badge gets one in its banner"
 
 
+def test_the_stylesheet_wraps_long_output_lines():
+    """Outputs wrap at the column's edge instead of being cut (issue 27, item 4); the browser test below checks
+    that the rule wins over the theme's in a real page."""
+    css = (ROOT / "tools" / "book_assets" / "book.css").read_text(encoding="utf-8")
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    rules = {selector.strip(): body for selector, body in re.findall(r"([^{}]+)\{([^}]*)\}", css)}
+    wrapping = [s for s, body in rules.items() if "cell_output" in s and s.endswith("pre")
+                and re.search(r"white-space:\s*pre-wrap", body)]
+    assert wrapping, f"no rule in book.css gives output <pre> blocks white-space: pre-wrap: {rules}"
+
+
 def test_the_landing_page_holds_the_readme_table_and_the_build():
     names = [p.name for p in book.discover()]
     run = {"date": "2026-01-02 10:00 UTC", "quick": True, "cpu": "a CPU", "cores": 2,
@@ -334,6 +345,50 @@ def test_the_landing_page_records_the_build(site, browsed):
     for notebook in record["notebooks"]:
         assert any(href.endswith(notebook.replace(".ipynb", ".html")) for href in links), notebook
     assert any(href.endswith("workshop.html") for href in links)
+
+
+OUTPUT_WIDTHS = """
+return [...document.querySelectorAll("div.cell_output pre")].map(
+  p => [getComputedStyle(p).whiteSpace, p.scrollWidth, p.clientWidth, p.innerText.slice(0, 60)]);
+"""
+
+
+@pytest.mark.book
+def test_long_output_lines_wrap_instead_of_being_cut(site, served, browser, browsed):
+    """Every output block of every notebook's page wraps (computed style pre-wrap) and is no wider than its box."""
+    record = json.loads((site / "build-record.json").read_text(encoding="utf-8"))
+    seen, wide = 0, []
+    for notebook in record["notebooks"]:
+        browser.get(served + notebook.replace(".ipynb", ".html"))
+        for white_space, scroll_width, client_width, start in browser.execute_script(OUTPUT_WIDTHS):
+            seen += 1
+            if white_space != "pre-wrap" or scroll_width > client_width + 1:
+                wide.append(f"{notebook}: {white_space}, {scroll_width} px in {client_width} px: {start!r}")
+    assert seen, "no output block on any page: were the notebooks executed?"
+    assert not wide, "\n".join(wide)
+
+
+CODE_WIDTHS = """
+return [...document.querySelectorAll("div.cell_input pre")].map(
+  p => [p.scrollWidth, p.clientWidth, p.innerText.split("\\n").reduce((a, b) => a.length >= b.length ? a : b)]);
+"""
+
+
+@pytest.mark.book
+def test_code_cells_fit_their_column_in_a_wide_window(site, served, browser, browsed):
+    """From a 1600-pixel window up, a code line of 100 characters fits without scrolling (book.css widens the page;
+    tests/test_notebook_width.py keeps the lines that short)."""
+    record = json.loads((site / "build-record.json").read_text(encoding="utf-8"))
+    wide = []
+    browser.set_window_size(1600, 1000)
+    try:
+        for notebook in record["notebooks"]:
+            browser.get(served + notebook.replace(".ipynb", ".html"))
+            wide += [f"{notebook}: {scroll} px in {client} px: {line[:60]!r}"
+                     for scroll, client, line in browser.execute_script(CODE_WIDTHS) if scroll > client + 1]
+    finally:
+        browser.set_window_size(1280, 1000)
+    assert not wide, "\n".join(wide)
 
 
 def test_render_only_refuses_a_record_that_names_files_outside_the_series(tmp_path, capsys):

@@ -164,11 +164,116 @@ def test_the_instructors_page_names_what_each_plan_leaves_out():
     from tools.book import discover
 
     text = workshop.page(None, discover())
-    for heading in ("## One day", "### Morning", "### Afternoon", "## Two days", "### Day 1", "### Day 2",
+    for heading in ("## One day", "### Morning", "### Afternoon", "## Two days", "### Day 1, morning",
+                    "### Day 2, afternoon", "## When a measurement comes out backwards on a laptop",
                     "## How the time of a block is computed", "%env TUTORIAL_QUICK=1", "strip-solutions",
                     "python -m tools.workshop prepare"):
         assert heading in text
     assert "Left out" in text and "§8 (Why a Python generator does not run in parallel)" in text
+
+
+def _plan(*blocks):
+    """A one-part plan of (notebook, sections) blocks, as `skipped_prerequisites` reads plans."""
+    made = [workshop.Block("b", f"{n}_x.ipynb", list(keys), [], 0, 0, 0, 0) for n, keys in blocks]
+    return [("Morning", workshop.HALF_DAY_MINUTES, made)]
+
+
+def test_no_plan_teaches_a_section_before_what_it_builds_on():
+    from tools.book import discover
+
+    for name, plan in workshop.plans(None, discover()).items():
+        assert workshop.skipped_prerequisites(plan) == [], name
+
+
+def test_a_skipped_or_late_prerequisite_is_named():
+    # 05 §4 reads the block records 05 §1 writes (issue 27's example): a plan without §1 is refused.
+    assert workshop.skipped_prerequisites(_plan(("02", "123"), ("04", "1247"), ("05", "234"))) == [
+        f"05 §{k} is taught without 05 §1, which it builds on" for k in "234"]
+    assert workshop.skipped_prerequisites(_plan(("02", "123"), ("04", "1247"), ("05", "1234"))) == []
+    # Across notebooks, and in order: 07 §4 after 02 §3, not before it.
+    late = workshop.skipped_prerequisites(_plan(("07", "134"), ("02", "123")))
+    assert late == ["07 §4 is taught before 02 §3, which it builds on"]
+    assert workshop.skipped_prerequisites(_plan(("02", "123"), ("07", "134"))) == []
+    # A build without notebook 02 (`--only 07`) does not ask for it: the page names the missing notebook instead.
+    assert workshop.skipped_prerequisites(_plan(("07", "134")), present={"07"}) == []
+    assert workshop.skipped_prerequisites(_plan(("07", "14")), present={"07"}) == [
+        "07 §4 is taught without 07 §3, which it builds on"]
+
+
+def test_every_prerequisite_names_a_section_the_notebooks_have():
+    """Renumbered sections must be renumbered here too: each entry names a notebook and section that exist."""
+    from tools.book import discover
+
+    sections = {p.name[:2]: {s.key for s in workshop.read(p)[0] if s.key.isdigit()} for p in discover()}
+    named = set(workshop.PREREQUISITES) | {n for needed in workshop.PREREQUISITES.values() for n in needed}
+    missing = sorted(f"{n} §{k}" for n, k in named if k not in sections.get(n, set()))
+    assert not missing, f"PREREQUISITES names sections the notebooks do not have: {missing}"
+    # Every numbered section past the first of notebooks 01-07 says what it builds on.
+    bare = sorted(f"{n} §{k}" for n, keys in sections.items() if "01" <= n <= "07" for k in keys
+                  if k != "1" and (n, k) not in workshop.PREREQUISITES)
+    assert not bare, f"sections with no prerequisite listed: {bare}"
+
+
+def test_the_one_day_plan_teaches_the_series_point_at_full_size():
+    from tools.book import discover
+
+    plan = workshop.plans(None, discover())["One day"]
+    blocks = [b for _, _, part in plan for b in part]
+    taught = {(b.notebook[:2], k) for b in blocks for k in b.taught}
+    demos = [b for b in blocks if b.demo and {(b.notebook[:2], k) for k in b.taught}
+             & workshop.MEMORY_DEMONSTRATIONS]
+    assert demos, "no bigger-than-memory demonstration run at full size"
+    assert demos[0].waiting == pytest.approx(workshop.full_run_minutes(demos[0].notebook[:2]))
+    assert {("07", "2"), ("07", "3"), ("07", "4")} <= taught
+    assert all(b.objective for b in blocks)
+    text = workshop.page(None, discover())
+    one_day = text[text.index("## One day"):text.index("## Two days")]
+    for row in ("| 9:00–9:30 | machines and questions", "| *break* |", "| 12:45–13:45 | *lunch* |"):
+        assert row in one_day, row
+    assert one_day.count("| *break* |") == 2 and "**demonstration**" in one_day
+
+
+def test_a_schedule_has_clock_times_one_break_and_ends_within_its_half_day():
+    make = lambda minutes: workshop.Block("t", "01_x.ipynb", ["1"], [], minutes, 0, 0, 0, "learn")
+    table = workshop.schedule("Afternoon", 180, [make(60), make(50), make(40)])
+    rows = [line for line in table.splitlines() if line.startswith("| 1")]
+    assert [r.split(" | ")[0] for r in rows] == ["| 12:45–13:45", "| 13:45–14:45", "| 14:45–15:35",
+                                                "| 15:35–15:50", "| 15:50–16:30", "| 16:30–17:00"]
+    assert "*break*" in rows[3] and "catching up" in rows[-1]        # after the block ending nearest 90 min
+    assert "within the 3 h 00" in table
+    assert "**more than**" in workshop.schedule("Morning", 180, [make(200)])
+
+
+def test_a_plan_names_a_notebook_missing_from_the_build():
+    """Notebook 08 may be missing (written on another branch): its blocks are left out and the page says so."""
+    from tools.book import discover
+
+    without_07 = [p for p in discover() if not p.name.startswith("07")]
+    assert all(b.notebook[:2] != "07" for parts in workshop.plans(None, without_07).values()
+               for _, _, part in parts for b in part)
+    assert "07" in workshop.left_out(without_07)
+    only_99 = [p for p in discover() if p.name.startswith("99")]
+    text = workshop.page(None, only_99)
+    assert "Not in this build, so not counted above: notebook 01" in text and "without what they build" not in text
+    assert "Not in this build, so not counted above: notebook 07" in workshop.page(None, without_07)
+
+
+def test_full_run_minutes_are_read_from_the_readme_table(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("| 06 | [Scaling](x) | what | 64 s | 5.3 min |\n| 07 | [C](y) | what | 45 s | 40 s |\n")
+    assert workshop.full_run_minutes("06", readme) == pytest.approx(5.3)
+    assert workshop.full_run_minutes("07", readme) == pytest.approx(40 / 60)
+    assert workshop.full_run_minutes("08", readme) is None
+    assert workshop.full_run_minutes("06") > 0            # the real README has the figure
+
+
+def test_the_page_says_what_the_rates_rest_on_and_the_range():
+    from tools.book import discover
+
+    text = workshop.page(None, discover())
+    assert "None of them was measured on learners" in text and "It has not been made" in text
+    low, high = (h / workshop.MODEL_HOURS_THEN for h in workshop.LEARNER_ESTIMATE_HOURS)
+    assert f"15 to 17 hours" in text and f"{low:.1f} to {high:.1f} times" in text
 
 
 # ---------------------------------------------------------------- preparing the room offline
@@ -199,6 +304,9 @@ def test_prepare_offline_names_each_missing_part(tmp_path, monkeypatch, no_netwo
     assert "series: ok" in readme and "data: MISSING" in readme and "wheels: MISSING" in readme
     series = kit / "bigger-than-memory"
     assert (series / "pyproject.toml").exists() and (series / "helpers" / "setup" / "config.py").exists()
+    # notebook 99 reads the stored full run's figures from the checkout
+    assert (series / "benchmarks" / "last_full_run.txt").read_bytes() == (
+        ROOT / "benchmarks" / "last_full_run.txt").read_bytes()
     copies = sorted((series / "notebooks").glob("*.ipynb"))
     assert [p.name for p in copies] == [p.name for p in nbtool.notebooks()]
     assert not any(_solution_cells(_cells(p)) for p in copies)
