@@ -23,15 +23,15 @@ Where each part lives (folder/module · its one job · the notebooks that import
     storage/blocks.py           block records' file names, index and integrity                       05
     storage/array_record.py     ArrayRecord shards for Grain: atomic, resumable, with a manifest     08
     storage/png_folder.py       folders of PNG files with a label file                               03
-    measure/core.py             the timing core: intervals of the median, alternating rounds, rates  01 02 03 04 05 06 07
-    measure/gpu_reference.py    how fast a reference GPU trains the series' models                   03 04 05 07
-    measure/full_run.py         the maintainers' last full benchmark run, read by key                02 03
+    measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
+    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 04 05 07 08
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               02 03 04 05 07
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     scale/data_service.py       a tf.data service cluster of processes on this machine               06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
-    scale/slow_store.py         a folder served read-only through FUSE with a network store's waits  05
+    scale/slow_store.py         a folder served read-only through FUSE with a remote store's waits  04 05 07
     diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
     scale/killed_run.py         training runs killed by SIGKILL mid-epoch, in child processes        08
     check.py                    is this machine ready: versions, data, disk, servers, platform       01

@@ -25,18 +25,22 @@ def block_example(images, labels, tag):
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: Writing: one file per shard, one record per block
-from helpers.storage.blocks import block_write   # plumbing: checks, lock, file names, temporary files, index
+# plumbing: checks, lock, file names, temporary files, index
+from helpers.storage.blocks import block_write
 
-def write_blocks(images, labels, directory, split, num_shards=8, block_size=BLOCK_SIZE, num_classes=None):
-    """Write `images` and their whole-number `labels` (below `num_classes` when given) as `num_shards` files of
-    block records, with an index written last; returns the folder."""
-    with block_write(images, labels, directory, split, num_shards, block_size, num_classes) as write:
+def write_blocks(images, labels, directory, split, num_shards=8, block_size=BLOCK_SIZE,
+                 num_classes=None):
+    """Write `images` and their whole-number `labels` (below `num_classes` when given) as
+    `num_shards` files of block records, with an index written last; returns the folder."""
+    with block_write(images, labels, directory, split, num_shards, block_size,
+                     num_classes) as write:
         tag = spec_tag(write.spec)
-        for path, first, end in write.shards():           # one file per shard: images first to end - 1
+        for path, first, end in write.shards():   # one file per shard: images first to end - 1
             with tf.io.TFRecordWriter(str(path)) as writer:
                 for start in range(first, end, block_size):   # one record per block
                     stop = min(start + block_size, end)
-                    writer.write(block_example(write.images[start:stop], write.labels[start:stop], tag))
+                    block = block_example(write.images[start:stop], write.labels[start:stop], tag)
+                    writer.write(block)
     return write.directory
 
 
