@@ -74,7 +74,7 @@ PLANS = {
         Planned("Data that arrives one piece at a time", "01", ["1", "2", "3", "5", "6", "7"], [1],
                 "stream records from files with a generator into `fit`, and measure that a generator holds "
                 "one item where a list holds them all"),
-        Planned("Sharded TFRecord files, written safely", "02", ["1", "2", "3", "4", "5", "8"], [3],
+        Planned("Sharded TFRecord files, written safely", "02", ["1", "2", "3", "4", "5", "8"], [],
                 "convert arrays to sharded raw `uint8` TFRecords with a manifest, read them back bit for bit, "
                 "and find a damaged shard"),
         Planned("A PyDataset, from the ground up", "03", ["1", "2"], [],
@@ -84,17 +84,15 @@ PLANS = {
                 "the pipeline could feed a GPU"),
     ], [
         Planned("Is training input-bound?", "05", ["1", "2", "3", "6", "8"], [],
-                "write block records, time the pipeline alone, the model alone and both together, and show "
-                "that streaming keeps memory flat while loading grows"),
+                "write block records, time the pipeline alone, the model alone and both together, tell a "
+                "slow pipeline from a cheap one, and see streaming train under a memory budget that kills "
+                "loading"),
         Planned("Bigger than memory, demonstrated", "06", ["1", "6"], [],
                 "see training stream a dataset larger than its memory budget while loading the same data is "
-                "refused", demo=True),
+                "killed", demo=True),
         Planned("Your own folder of photos", "07", ["1", "2", "3", "4"], [],
                 "measure `image_dataset_from_directory`, find and name the bad files of a folder, and convert "
                 "it to records resized once"),
-        Planned("Choosing for your data", "99", "all", [],
-                "choose a format, a reader and its settings for your own data, and run the convert, check, "
-                "stream, prove checklist"),
     ]],
     "Two days": [[
         Planned("Generators and iterables", "01", "all", [1, 3],
@@ -104,27 +102,27 @@ PLANS = {
                 "convert data to sharded TFRecords safely and resumably, choose the encoding, shuffle "
                 "class-sorted data, and survive a damaged shard"),
     ], [
-        Planned("A PyDataset over PNG files", "03", "all", [],
+        Planned("A PyDataset over PNG files", "03", ["1", "2", "3", "4", "5", "6", "7", "8"], [],
                 "stream a CIFAR-10 autoencoder from PNG files with a PyDataset, checkpoint it, and measure "
                 "what streaming costs against memory"),
-        Planned("tf.data, step by step", "04", "all", [1, 3],
+        Planned("tf.data, step by step", "04", "all", [1],
                 "build, train, checkpoint and resume a tf.data pipeline, and measure whether it could feed "
                 "a GPU"),
     ], [
-        Planned("Profiling a pipeline", "05", "all", [3],
-                "diagnose an input-bound pipeline, measure each tf.data technique with its interval, and "
-                "show memory flat while streaming"),
-        Planned("Scaling out", "06", "all", [1],
+        Planned("Profiling a pipeline", "05", ["1", "2", "3", "6", "8"], [],
+                "diagnose an input-bound pipeline, measure each tf.data technique with its interval on the "
+                "page cache and a slow store, and show memory flat while streaming"),
+        Planned("Scaling out", "06", "all", [],
                 "train on several devices and processes, use the tf.data service and Beam, and train on "
                 "data larger than a memory budget"),
     ], [
-        Planned("The capstone", "07", "all", [1, 3],
+        Planned("The capstone", "07", "all", [],
                 "take a folder of photos from bad files to a trained classifier, and prove whether the "
                 "pipeline keeps up"),
         Planned("Exact resume, global shuffle, Grain", "08", "all", [],
                 "resume an epoch exactly and shuffle globally with ArrayRecord and Grain"),
-        Planned("Choosing for your data", "99", "all", "all",
-                "choose a format, a reader and its settings for your own data, and run the checklist"),
+        Planned("Choosing for your data", "99", ["1", "2"], [],
+                "choose a format, a reader and its settings for your own data from the decision table"),
     ]],
 }
 PARTS = {"One day": ("Morning", "Afternoon"),
@@ -495,9 +493,10 @@ def honest_time(series: list[Block]) -> list[str]:
 PLAN_NOTES = {
     "One day": "A day for people who came with their own data: the morning builds streaming from files up to a "
                "tf.data pipeline; the afternoon measures it, shows training on data bigger than its memory budget "
-               "(run by the instructor at full size, since quick mode's data fits any budget), takes a folder of "
-               "photos through conversion (07 §2 to §4), and ends with the decision table for the learners' "
-               "own data. Start notebook 06 in a full run during the lunch break: its demonstration writes its "
+               "(run by the instructor on the projector, so that the learners' machines need not write its 1.5 GiB "
+               "of data), takes a folder of "
+               "photos through conversion (07 §2 to §4), and leaves the decision table for their own data "
+               "(notebook 99, about 17 minutes) to read after the day: the afternoon has no room for it. Start notebook 06 in a full run during the lunch break: its demonstration writes its "
                "large dataset first.",
     "Two days": "Every notebook, most sections, and about half of the exercises; notebook 08 where the series has "
                 "it.",
