@@ -367,9 +367,10 @@ def unmount(mountpoint: str | Path) -> None:
     subprocess.run([FUSERMOUNT, "-u", "-z", str(mountpoint)], check=False, capture_output=True)
 
 
-def remove_mountpoint(mountpoint: str | Path, patience: float = 2.0) -> None:
+def remove_mountpoint(mountpoint: str | Path, patience: float = 10.0) -> None:
     """Remove the (empty) mount point once nothing is mounted on it; rmdir removes nothing else. While an unmount
-    is still under way rmdir may answer EBUSY: try again for up to `patience` seconds."""
+    is still under way rmdir may answer EBUSY: try again for up to `patience` seconds (a lazy unmount of a store
+    whose reader was killed mid-read stayed busy for more than 2 s once, under load in CI)."""
     deadline = time.monotonic() + patience
     while True:
         try:
