@@ -34,10 +34,17 @@ def test_every_child_was_killed(killed_runs):
     assert killed_runs[1] == [-9] * (len(KILL_POINTS) + 1)
 
 
+@pytest.fixture(scope="module")
+def exact_reference(tmp_path_factory):
+    """One uninterrupted run, the reference for every kill point (trained once: it does not depend on them)."""
+    tf.config.experimental.enable_op_determinism()
+    return uninterrupted(train_exact, tmp_path_factory.mktemp("reference"))
+
+
 @pytest.mark.parametrize("kill_at", KILL_POINTS)
-def test_a_killed_run_resumes_exactly(killed_runs, kill_at, tmp_path):
+def test_a_killed_run_resumes_exactly(killed_runs, kill_at, exact_reference):
     root, _ = killed_runs
-    reference = uninterrupted(train_exact, tmp_path / "reference")
+    reference = exact_reference
     resumed = uninterrupted(train_exact, root / f"exact-{kill_at}")   # resumes from the killed run's checkpoint
     assert len(seen_ids(reference)) == EPOCHS * N
     np.testing.assert_array_equal(seen_ids(resumed), seen_ids(reference))
