@@ -714,9 +714,10 @@ PLATFORMS = [
     ("macOS", "every notebook; the CPU branch",
      "skipped, each with a sentence saying why and the stored full-run figure: 05 §8 and 06 §6 (a memory budget "
      "needs Linux's /proc), the slow store in 04 §2, 05 §3 and 07 §5 (no FUSE), cold reads in 03 and 05 §9 (no "
-     "`posix_fadvise`)"),
+     "`posix_fadvise`), 07 §7's pipeline pinned to one core (no `os.sched_setaffinity`)"),
     ("Windows", "every notebook; the CPU branch only",
-     "skipped as on macOS, each with its sentence: 05 §8 and 06 §6 (no /proc), the slow store (no FUSE), cold reads; "
+     "skipped as on macOS, each with its sentence: 05 §8 and 06 §6 (no /proc), the slow store (no FUSE), cold reads, "
+     "07 §7's one-core run; "
      "and no GPU (TensorFlow 2.11 and newer use one on Windows only through WSL 2). Use WSL 2 or Colab to see them"),
     ("WSL 2 (Windows)", "everything, as on Linux (it is a Linux); a GPU through WSL 2's CUDA support",
      "the slow store only where FUSE is installed (`sudo apt-get install fuse3`)"),
