@@ -438,6 +438,8 @@ def test_the_day_starts_in_quick_mode_and_warns_before_notebook_06():
     for day in ("### Morning", "### Day 1, morning"):
         first = text[text.index(day):].split("\n| 9:30")[0]
         assert "`TUTORIAL_QUICK=1 python -m helpers.check`" in first and "TUTORIAL_QUICK=1 jupyter lab" in first
+    second_day = text[text.index("### Day 2, morning"):].split("\n| 9:30")[0]
+    assert "TUTORIAL_QUICK=1 jupyter lab" in second_day
     rows = [line for line in text.splitlines() if re.match(r"\| \d+:\d\d–", line) and "](06_scaling_out" in line]
     assert len(rows) == 2     # the one-day demonstration and the two-day block
     assert rows and all("every network interface: see the warning below" in row for row in rows)

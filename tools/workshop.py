@@ -518,7 +518,8 @@ def schedule(label: str, budget: float, blocks: list[Block], cuts: list[tuple[st
                     f"check in quick mode (`{QUICK_CHECK_COMMAND}`) and starts JupyterLab in quick mode "
                     f"(`{QUICK_LAB_COMMAND}`; see \"Quick mode\" below) | | | |")
     else:
-        rows.append(f"| {_clock(start - 30)}–{_clock(start)} | questions from the day before; machines | | | |")
+        rows.append(f"| {_clock(start - 30)}–{_clock(start)} | questions from the day before; machines: JupyterLab "
+                    f"started in quick mode again (`{QUICK_LAB_COMMAND}`) | | | |")
     clock = start
     for i, b in enumerate(blocks):
         sections = f"§{_ranges(b.taught)}" if b.taught else "overview"
