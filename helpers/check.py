@@ -7,7 +7,8 @@ TensorFlow is asked in a child process, never in this one, so the check takes no
 kernel that runs it keeps its own devices. One child imports TensorFlow once (the import is most of the check's
 time), reports TensorFlow's and Keras's versions and the GPUs it sees, then starts a tf.data service dispatcher
 and a worker on port 0, as notebook 06 does; they stop when the child exits (servers only, no dataset: no GPU
-memory is taken, and memory growth is on). Another child imports Apache Beam. They run at once: 9-10 s here,
+memory is taken, and memory growth is on); last, it asks `budget_unavailable` (helpers.measure, which imports
+TensorFlow) whether notebooks 05 §8 and 06 §6 can hold a child to a memory budget. Another child imports Apache Beam. They run at once: 9-10 s here,
 on 2 cores that other jobs kept busy (load 6).
 
 Introduced in notebooks/01_generators_and_iterables.ipynb ("Is this machine ready for the series?").
@@ -28,6 +29,7 @@ from helpers.setup.processes import child_environment
 OK, NOTE, FAIL = "ok", "note", "FAIL"
 _COLOURS = {OK: "\033[32m", NOTE: "\033[33m", FAIL: "\033[31m"}   # green, yellow, red
 INSTALL = "pip install -r requirements.txt -c constraints.txt"
+QUICK_COMMAND = "TUTORIAL_QUICK=1 python -m helpers.check"   # PowerShell: $env:TUTORIAL_QUICK=1; python -m helpers.check
 CHILD_TIMEOUT = 60   # seconds; a child that takes longer is reported as failed (a cold disk can be slow)
 
 NETWORK_WARNING = (
@@ -58,9 +60,20 @@ class Line:
 # its `pick(quick=..., full=...)` calls choose. Bytes per record: an MNIST image in a TFRecord (784 pixels, a label,
 # tf.train.Example's and the TFRecord's framing: about 830 B); a CIFAR-10 image (3,072 + framing: 3,120 B); a CIFAR
 # image as a PNG file (about 2,400 B); a photo of notebook 07 (33,900 B: the mean of 200 files `make_photo_folder`
-# made here), 27,700 B resized to 96×96×3 in a record, and its original bytes again in a record.
+# made here), 27,700 B resized to 96×96×3 in a record, and its original bytes again in a record; a photo-sized
+# digit of notebook 05 §8 (224×224×3 bytes + framing).
 MNIST, CIFAR, CIFAR_PNG, MNIST_FLOAT = 830, 3_120, 2_400, 784 * 4 + 50
 PHOTO, PHOTO_RESIZED = 33_900, 96 * 96 * 3 + 50
+PHOTO_SIZED_PIXELS = 224 * 224 * 3
+# Notebook 05 §8's `sizes_mib` (MiB of photo-sized digits per split), quick and full; notebook 06 §6 trains on the
+# largest of them, the same folder (a test keeps both in step with the notebooks).
+PHOTO_SIZED_SPLITS_MIB = {"quick": (32, 1_536), "full": (64, 256, 2_048, 4_096)}
+
+
+def _photo_sized_records(sizes_mib) -> int:
+    return sum(-(-mib * 2**20 // PHOTO_SIZED_PIXELS) for mib in sizes_mib)   # whole images, as 05 writes them
+
+
 DATA_WRITES = [   # (what, records in quick mode, records in a full run, bytes each)
     ("MNIST and CIFAR-10 files (python -m helpers.data.datasets download)", 0, 1, 190_000_000),
     ("02: MNIST shards", 10_000, 70_000, MNIST),
@@ -70,9 +83,10 @@ DATA_WRITES = [   # (what, records in quick mode, records in a full run, bytes e
     ("04: MNIST shards", 8_000, 80_000, MNIST),
     ("04: a disk cache of parsed batches (float32)", 8_000, 80_000, MNIST_FLOAT),
     ("05: the same records in three formats", 3 * 8_000, 3 * 70_000, MNIST),
-    ("05 §8: four data sizes for the memory curve", 6 * 10_000, 11 * 200_000, MNIST),
+    ("05 §8 and 06 §6: photo-sized digits for the memory budget (06 §6 reuses 05's largest split)",
+     _photo_sized_records(PHOTO_SIZED_SPLITS_MIB["quick"]), _photo_sized_records(PHOTO_SIZED_SPLITS_MIB["full"]),
+     PHOTO_SIZED_PIXELS + 60),
     ("06: shards, Beam's copy, Dataset.save, snapshot", 4 * 2_000, 4 * 70_000, MNIST),
-    ("06 §6: data larger than a memory budget", 5_000, 2_200_000, MNIST),
     ("07: photos, resized records, original-bytes records", 320, 20_000, 2 * PHOTO + PHOTO_RESIZED),
     ("99: the checklist's folder of block records", 8_192, 60_000, MNIST),
 ]
@@ -81,8 +95,8 @@ DATA_WRITES = [   # (what, records in quick mode, records in a full run, bytes e
 def data_bytes(quick: bool) -> int:
     """What the series writes into the data folder in quick mode or in a full run (derived: `DATA_WRITES`).
 
-    >>> 6e9 < data_bytes(quick=False) < 8e9
-    True
+    >>> 9e9 < data_bytes(quick=False) < 11e9, 1.5e9 < data_bytes(quick=True) < 2e9
+    (True, True)
     """
     return sum((q if quick else f) * each for _, q, f, each in DATA_WRITES)
 
@@ -144,6 +158,8 @@ def check_data() -> Line:
     where = f"{' and '.join(missing)} not in {folder} nor in Keras's cache {cache}"
     fix = ("on a machine with network: python -m helpers.data.datasets download (or let the first full run "
            "download them); in a room without network, copy a data/ folder made that way, or set TUTORIAL_DATA_DIR")
+    if not quick_mode():   # a class taught in quick mode needs no datasets: say how to check for that
+        fix += f"; for a class in quick mode, check with {QUICK_COMMAND} instead"
     if quick_mode():
         return Line("data", NOTE, f"{where}: quick mode uses generated stand-ins instead; a full run needs them. "
                     f"To get them: {fix}")
@@ -188,20 +204,29 @@ def check_servers(result: dict) -> Line:
                 "06 §4 starts them, and stopped (see the warning below)")
 
 
-def check_resource() -> Line:
-    try:
-        import resource  # noqa: F401  (Unix only)
-    except ImportError:
-        return Line("memory limits", FAIL, "Python's `resource` module is missing (Windows), so notebook 05 §8 and "
-                    "06 §6 cannot limit a process's memory and fail", "run the series in WSL or on Colab")
-    return Line("memory limits", OK, "`resource` present: notebook 05 §8 and 06 §6 can limit a process's memory")
+def check_memory_budget(result: dict) -> Line:
+    """Whether notebooks 05 §8 and 06 §6 can hold a child process to a memory budget (Linux's /proc); where they
+    cannot, they print why and show the stored full-run figure instead, so it is a note, not a FAIL."""
+    if "error" in result:
+        return Line("memory budget", FAIL, f"could not ask ({result['error']})", INSTALL)
+    if result["unavailable"]:
+        return Line("memory budget", NOTE, f"{result['unavailable']} Notebooks 05 §8 and 06 §6 say so and show the "
+                    "stored full-run figure instead")
+    return Line("memory budget", OK, "notebooks 05 §8 and 06 §6 can hold a child process to a memory budget "
+                "(its resident memory, read from /proc)")
 
 
 def check_beam(result: dict) -> Line:
+    """Beam not installed: notebook 06 §5 is skipped with a sentence (a note). Installed but broken: a FAIL, since
+    06 §5 would try it and stop there."""
     if "error" in result:
-        return Line("Apache Beam", FAIL, f"cannot import apache_beam ({result['error']}): notebook 06 §5 needs it",
-                    "pip install -e \".[scale]\" (apache-beam[tfrecord]); if that fails, use the tested versions "
-                    f"({INSTALL}) or Colab; everything else runs without it")
+        fix = ("pip install -e \".[scale]\" (apache-beam[tfrecord]); if that fails, use the tested versions "
+               f"({INSTALL}) on Python 3.11, or Colab")
+        if result["error"].startswith("ModuleNotFoundError: No module named 'apache_beam'"):
+            return Line("Apache Beam", NOTE, "not installed: notebook 06 §5 (conversion with Beam) says so and is "
+                        f"skipped; everything else runs without it. To run it: {fix}")
+        return Line("Apache Beam", FAIL, f"installed but cannot be imported ({result['error']}): notebook 06 §5 "
+                    "would stop there", fix)
     return Line("Apache Beam", OK, f"apache_beam {result['version']} imports (notebook 06 §5)")
 
 
@@ -212,9 +237,10 @@ def check_slow_store() -> Line:
         return Line("slow store", NOTE, "this version of the series has no slow store (helpers.scale.slow_store)")
     available, why = slow_store_available()
     if available:
-        return Line("slow store", OK, f"it can mount: {why}")
-    return Line("slow store", NOTE, f"it cannot mount here ({why}): its sections are skipped; it needs FUSE, on "
-                "Linux or Colab")
+        return Line("slow store", OK, "a FUSE file system mounts here: notebooks 04 §2, 05 §3 and 07 §5 read "
+                    "through it")
+    return Line("slow store", NOTE, f"it cannot mount here ({why}): notebooks 04 §2, 05 §3 and 07 §5 say so, "
+                "measure the page cache only and show the stored full-run figures")
 
 
 # ---------------------------------------------------------------- the child processes
@@ -236,9 +262,14 @@ try:
     dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
     port = int(dispatcher.target.rsplit(":", 1)[1])
     worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{port}", port=0))
-    print(json.dumps({"servers": {"dispatcher": port}}))
+    print(json.dumps({"servers": {"dispatcher": port}}), flush=True)
 except Exception as e:
-    print(json.dumps({"servers": {"error": f"{type(e).__name__}: {e}"}}))
+    print(json.dumps({"servers": {"error": f"{type(e).__name__}: {e}"}}), flush=True)
+try:
+    from helpers.measure.peak_memory import budget_unavailable
+    print(json.dumps({"budget": {"unavailable": budget_unavailable()}}))
+except Exception as e:
+    print(json.dumps({"budget": {"error": f"{type(e).__name__}: {e}"}}))
 """
 _BEAM = """\
 import json
@@ -280,10 +311,10 @@ def _result(process: subprocess.Popen, names: tuple[str, ...]) -> dict[str, dict
 
 
 def _children() -> dict[str, dict]:
-    """Start both children at once and collect their answers: "probe" and "servers" from TensorFlow's (the GPU
-    visible, with memory growth: it counts GPUs), "beam" from Beam's (no GPU)."""
+    """Start both children at once and collect their answers: "probe", "servers" and "budget" from TensorFlow's
+    (the GPU visible, with memory growth: it counts GPUs), "beam" from Beam's (no GPU)."""
     tensorflow, beam = _start(_TENSORFLOW, gpu=True), _start(_BEAM, gpu=False)
-    return {**_result(tensorflow, ("probe", "servers")), **_result(beam, ("beam",))}
+    return {**_result(tensorflow, ("probe", "servers", "budget")), **_result(beam, ("beam",))}
 
 
 def _safely(name: str, check, *args) -> Line:
@@ -305,13 +336,13 @@ def run_checks() -> list[Line]:
         _safely("cores", check_cores),
         _safely("GPU", check_gpu, answers["probe"]),
         _safely("tf.data service", check_servers, answers["servers"]),
-        _safely("memory limits", check_resource),
+        _safely("memory budget", check_memory_budget, answers["budget"]),
         _safely("Apache Beam", check_beam, answers["beam"]),
         _safely("slow store", check_slow_store),
     ]
 
 
-CHECK_NAMES = ("Python", "TensorFlow", "data", "disk", "cores", "GPU", "tf.data service", "memory limits",
+CHECK_NAMES = ("Python", "TensorFlow", "data", "disk", "cores", "GPU", "tf.data service", "memory budget",
                "Apache Beam", "slow store")
 
 

@@ -1,4 +1,5 @@
-"""Chart rules the notebooks follow (issue 27, item 3): no bar chart on a log axis.
+"""Chart rules the notebooks follow (issue 27, item 3): no bar chart on a log axis, legends outside the data, and
+plain tick labels on a log axis.
 
 A bar's length says "this much"; on a log axis it says nothing (where the bar starts is arbitrary), so a rate
 spanning orders of magnitude is drawn as a dot with its interval as a line, or on a linear axis with
@@ -81,3 +82,76 @@ def test_no_bar_chart_on_a_log_axis(path):
     assert offending_cells(path) == [], (
         f"{path.name} draws bars on a log axis: draw each value as a dot with its interval as a line (a log "
         "axis is fine then), or keep the bars on a linear axis with the ratio written on each")
+
+
+# Legends outside the data (issue 27, item 3): a legend placed by `bbox_to_anchor` beside or below the axes, or a
+# figure legend with loc="outside ...". A bare `ax.legend()` lets matplotlib put it on top of the data.
+# Notebook 08 is another helper's: its one bare legend is listed here until that notebook moves it (strict: the test
+# fails once it is fixed, so the entry is removed then).
+INSIDE_KNOWN = {"08_resume_shuffle_grain.ipynb": "0755ca45"}
+
+
+def legends_inside(source: str) -> list[str]:
+    """Each `.legend(...)` call in `source` that does not place the legend outside the axes."""
+    python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    found = []
+    for node in ast.walk(ast.parse(python)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "legend":
+            keywords = {k.arg: k.value for k in node.keywords}
+            loc = keywords.get("loc")
+            outside = "bbox_to_anchor" in keywords or (
+                isinstance(loc, ast.Constant) and str(loc.value).startswith("outside"))
+            if not outside:
+                found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize("source, inside", [
+    ("ax.legend()", True),
+    ('ax.legend(loc="upper right")', True),
+    ('ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))', False),
+    ('fig.legend(handles=h, loc="outside lower center", ncols=3)', False),
+])
+def test_a_legend_on_the_data_is_found(source, inside):
+    assert bool(legends_inside(source)) == inside
+
+
+def _cells_with_legends_inside(path) -> list[str]:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [c.get("id") for c in cells if c["cell_type"] == "code" and legends_inside("".join(c["source"]))]
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="issue 27 item 3: notebook 08's legend sits on its "
+                                            "data (another helper's notebook)"))
+    if p.name in INSIDE_KNOWN else p for p in NOTEBOOKS], ids=lambda p: p.name)
+def test_every_legend_is_outside_the_data(path):
+    assert _cells_with_legends_inside(path) == [], f"{path.name}: place the legend outside the axes"
+
+
+# Readable ticks on a log axis (issue 27, item 3): matplotlib labels a log axis "10³" and its minor ticks "3×10²";
+# a cell that sets a log scale also sets its own major formatter ("300", "3,000").
+def log_axes_without_formatter(source: str) -> bool:
+    """True when `source` sets a log scale and never sets a major tick formatter."""
+    python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    calls = [n for n in ast.walk(ast.parse(python)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    log = any(c.func.attr in SCALE_CALLS | ALWAYS_LOG and _sets_log_scale(c) for c in calls)
+    return log and not any(c.func.attr == "set_major_formatter" for c in calls)
+
+
+@pytest.mark.parametrize("source, bad", [
+    ('ax.set_xscale("log")', True),
+    ('axes[1].loglog(x, y)', True),
+    ('ax.set_xscale("log")\nax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))', False),
+    ('ax.plot(x, y)', False),
+])
+def test_a_log_axis_without_plain_labels_is_found(source, bad):
+    assert log_axes_without_formatter(source) == bad
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_log_axis_has_plain_tick_labels(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    offenders = [c.get("id") for c in cells if c["cell_type"] == "code"
+                 and log_axes_without_formatter("".join(c["source"]))]
+    assert not offenders, f"{path.name}: log axes with matplotlib's own tick labels in cells {offenders}"

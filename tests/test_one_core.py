@@ -76,3 +76,9 @@ def test_copy_files_refuses_what_is_no_regular_file_without_hanging(tmp_path):
     for path, says in [("/dev/zero", "a character device"), (fifo, "a FIFO"), (tmp_path, "a folder")]:
         with pytest.raises(ValueError, match=f"from {path}: it is {says}"):
             finishes_within(5, lambda: copy_files([str(path)], seconds=0.0))
+
+
+def test_where_one_core_cannot_run_the_message_says_why_and_what_to_use(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    message = one_core.unsupported_message()
+    assert "os.sched_setaffinity" in message and "darwin" in message and "WSL 2" in message

@@ -122,6 +122,19 @@ def test_beam_writes_the_same_records_as_write_shards_and_nothing_else(shards, t
     assert records_digest(files) == records_digest(read_manifest(directory, "train").files(directory))
 
 
+def test_without_beam_the_conversion_says_why_and_what_to_install(monkeypatch):
+    """Notebook 06 §5 skips on `beam_unavailable()`'s sentence where Beam is not installed (issue 27, item 10)."""
+    import importlib.util
+
+    from helpers.scale.beam import beam_unavailable
+
+    real = importlib.util.find_spec
+    assert (beam_unavailable() is None) == (real("apache_beam") is not None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "apache_beam" else real(name, *a))
+    why = beam_unavailable()
+    assert why.startswith("Apache Beam is not installed") and '.[scale]' in why and "Colab" in why
+
+
 def test_a_failed_beam_conversion_leaves_no_shards(tmp_path):
     pytest.importorskip("apache_beam")
     from helpers.scale.beam import convert_with_beam

@@ -65,6 +65,7 @@ def _processes_naming(text: str) -> list[int]:
 def test_the_reason_names_what_is_missing(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     assert "macOS and Windows have no FUSE" in slow_store._missing_requirement()
+    assert "WSL 2" in slow_store._missing_requirement()    # and what to use instead
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setattr(os.path, "exists", lambda p: False if p == "/dev/fuse" else True)
     assert "no /dev/fuse" in slow_store._missing_requirement()

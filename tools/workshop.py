@@ -24,6 +24,7 @@ reader who did not write the notebooks. Everything else follows from the noteboo
 
 The plans (`PLANS`) are half days of blocks, each with its learning objective; `schedule` gives them clock times and
 a break, and `skipped_prerequisites` refuses a plan that teaches a section before one it builds on (`PREREQUISITES`).
+Each half day names what to drop first when it runs late (`LATE_CUTS`, in order, with the minutes each frees).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from helpers.storage.files import atomic_write_text
@@ -71,7 +72,7 @@ class Planned:
 
 PLANS = {
     "One day": [[
-        Planned("Data that arrives one piece at a time", "01", ["1", "2", "3", "5", "6", "7"], [1],
+        Planned("Data that arrives one piece at a time", "01", ["1", "2", "3", "5", "6", "7"], [],
                 "stream records from files with a generator into `fit`, and measure that a generator holds "
                 "one item where a list holds them all"),
         Planned("Sharded TFRecord files, written safely", "02", ["1", "2", "3", "4", "5", "8"], [],
@@ -165,6 +166,32 @@ PREREQUISITES = {
 }
 # The section a plan's "bigger than memory" demonstration must hold (issue 27, item 8): one is enough.
 MEMORY_DEMONSTRATIONS = {("05", "8"), ("06", "6")}
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What to drop from a half day when it runs late: a section of a block ("5"), the block's exercises
+    ("exercises") or the whole block ("block"), of the block teaching `notebook` in that half day."""
+    notebook: str
+    item: str
+
+
+# Per plan and half day, what to drop first when the blocks run longer than the model says (a learner's estimate
+# ran 1.3 to 1.5 times as long: `honest_time`), in order. A test keeps every cut valid: each names a block of its
+# half day and a section it teaches, dropping them all leaves no section without what it builds on, the one-day
+# plan keeps its memory demonstration and 07 §2-4, and they leave room for blocks 1.3 times as long as shown.
+LATE_CUTS = {
+    "One day": [
+        [Cut("03", "block"), Cut("02", "5"), Cut("04", "exercises"), Cut("04", "5")],
+        [Cut("05", "6"), Cut("05", "3"), Cut("05", "2")],
+    ],
+    "Two days": [
+        [Cut("01", "exercises"), Cut("02", "exercises"), Cut("02", "7")],
+        [Cut("04", "exercises"), Cut("03", "8"), Cut("04", "8"), Cut("04", "6")],
+        [Cut("06", "7"), Cut("05", "6"), Cut("06", "3"), Cut("05", "3")],
+        [Cut("99", "block"), Cut("08", "5"), Cut("07", "7")],
+    ],
+}
 
 
 @dataclass
@@ -345,6 +372,54 @@ def skipped_prerequisites(plan: list[tuple[str, float, list[Block]]], present: s
     return problems
 
 
+def _numbered(path: Path) -> list[str]:
+    return [s.key for s in read(path)[0] if s.key.isdigit()]
+
+
+def apply_cut(part: list[Planned], cut: Cut, paths: list[Path]) -> list[Planned]:
+    """The half day `part` without what `cut` drops (ValueError if it names no block or section of it)."""
+    by_number = {p.name[:2]: p for p in paths}
+    index = next((i for i, b in enumerate(part) if b.notebook == cut.notebook), None)
+    if index is None:
+        raise ValueError(f"no block teaches notebook {cut.notebook} in this half day")
+    planned = part[index]
+    if cut.item == "block":
+        return part[:index] + part[index + 1:]
+    if cut.item == "exercises":
+        changed = replace(planned, exercises=[])
+    else:
+        taught = _numbered(by_number[cut.notebook]) if planned.taught == "all" else list(planned.taught)
+        if cut.item not in taught:
+            raise ValueError(f"the block of notebook {cut.notebook} does not teach §{cut.item}")
+        changed = replace(planned, taught=[k for k in taught if k != cut.item],
+                          exercises=[] if planned.taught == "all" and planned.exercises == "all" else
+                          planned.exercises)
+    return part[:index] + [changed] + part[index + 1:]
+
+
+def late_cuts(name: str, record: dict | None, paths: list[Path]) -> list[list[tuple[str, float]]]:
+    """Per half day of plan `name`, each cut in order as (what it drops, in words; the minutes it frees)."""
+    by_number = {p.name[:2]: p for p in paths}
+    present = [[b for b in part if b.notebook in by_number] for part in PLANS[name]]
+    result = []
+    for part, cuts in zip(present, LATE_CUTS.get(name, [])):
+        freed = []
+        for cut in (c for c in cuts if c.notebook in by_number):
+            before = sum(planned_block(b, by_number[b.notebook], record).minutes for b in part)
+            part = apply_cut(part, cut, paths)
+            after = sum(planned_block(b, by_number[b.notebook], record).minutes for b in part)
+            if cut.item == "block":
+                what = f"the whole {cut.notebook} block ({next(b.title for b in PLANS[name][len(result)] if b.notebook == cut.notebook)})"
+            elif cut.item == "exercises":
+                what = f"{cut.notebook}'s exercises"
+            else:
+                title = next(s.title for s in read(by_number[cut.notebook])[0] if s.key == cut.item)
+                what = f"{cut.notebook} §{cut.item} ({title.split('. ', 1)[1]})"
+            freed.append((what, before - after))
+        result.append(freed)
+    return result
+
+
 def not_taught(plan: list[tuple[str, float, list[Block]]], paths: list[Path]) -> str:
     """What a plan leaves out, section by section, from the notebooks themselves."""
     taught, set_ = {}, {}
@@ -426,9 +501,10 @@ def _clock(minute: float) -> str:
     return f"{minute // 60}:{minute % 60:02d}"
 
 
-def schedule(label: str, budget: float, blocks: list[Block]) -> str:
+def schedule(label: str, budget: float, blocks: list[Block], cuts: list[tuple[str, float]] = ()) -> str:
     """A half day's table: clock times, each block with its learning objective, and the break placed after the
-    block that ends nearest the middle of the half day; then the total against the half day's budget."""
+    block that ends nearest the middle of the half day; then the total against the half day's budget, and what to
+    drop first when it runs late (`cuts`: what, minutes freed)."""
     afternoon = "afternoon" in label.lower()
     start = PART_STARTS["afternoon" if afternoon else "morning"]
     ends = [sum(b.minutes for b in blocks[:i + 1]) for i in range(len(blocks))]
@@ -439,15 +515,19 @@ def schedule(label: str, budget: float, blocks: list[Block]) -> str:
         rows.append(f"| {_clock(start - 60)}–{_clock(start)} | *lunch* | | | |")
     elif label.startswith(("Morning", "Day 1")):
         rows.append(f"| {_clock(start - 30)}–{_clock(start)} | machines and questions: everyone runs the set-up "
-                    f"check (`{SETUP_CHECK_COMMAND}`) | | | |")
+                    f"check in quick mode (`{QUICK_CHECK_COMMAND}`) and starts JupyterLab in quick mode "
+                    f"(`{QUICK_LAB_COMMAND}`; see \"Quick mode\" below) | | | |")
     else:
-        rows.append(f"| {_clock(start - 30)}–{_clock(start)} | questions from the day before; machines | | | |")
+        rows.append(f"| {_clock(start - 30)}–{_clock(start)} | questions from the day before; machines: JupyterLab "
+                    f"started in quick mode again (`{QUICK_LAB_COMMAND}`) | | | |")
     clock = start
     for i, b in enumerate(blocks):
         sections = f"§{_ranges(b.taught)}" if b.taught else "overview"
         what = f"{b.title}: [{b.notebook[:2]}]({b.notebook}) {sections}"
         if b.demo:
             what += " (**demonstration**: the instructor runs the notebook in full, `TUTORIAL_QUICK=0`)"
+        if b.notebook[:2] == SERVER_NOTEBOOK:
+            what += " (its servers listen on every network interface: see the warning below)"
         parts = " + ".join(f"{m:.0f}" for m in (b.reading, b.code, b.waiting, b.practice))
         rows.append(f"| {_clock(clock)}–{_clock(clock + b.minutes)} | {what} | {b.objective} | "
                     f"{_ranges(b.exercises) or 'none'} | **{_fmt(b.minutes)}** ({parts}) |")
@@ -461,7 +541,15 @@ def schedule(label: str, budget: float, blocks: list[Block]) -> str:
     total = sum(b.minutes for b in blocks)
     line = (f"{label}: **{_fmt(total)}**" + (", within" if total <= budget else ", **more than**")
             + f" the {_fmt(budget)} it has")
-    return "\n".join(rows) + f"\n\n{line}."
+    late = ""
+    if cuts:
+        freed = sum(minutes for _, minutes in cuts)
+        room = budget / (total - freed) if total > freed else float("inf")
+        late = ("\n\n**Running late?** Drop, in this order: " + "; ".join(f"{what}, {_fmt(minutes)}"
+                                                                      for what, minutes in cuts)
+                + f". That frees {_fmt(freed)}, so this half day holds blocks up to {room:.1f} times as long as "
+                "shown (a dropped section is still run, for the variables later cells use; a dropped block is not).")
+    return "\n".join(rows) + f"\n\n{line}.{late}"
 
 
 # What the issue's learner estimated (issue 27, item 7: a reading of the series, not a timed walk-through), and
@@ -490,14 +578,30 @@ def honest_time(series: list[Block]) -> list[str]:
     ]
 
 
+def _demo_gigabytes() -> float:
+    """GB of photo-sized digits a full run of 05 §8 and 06 §6 writes (from the set-up check's derived sizes)."""
+    from helpers import check   # no TensorFlow: the check asks it in child processes
+
+    return sum(f * each for what, _, f, each in check.DATA_WRITES if what.startswith("05 §8 and 06 §6")) / 1e9
+
+
+NO_RECORD = ("**No run recorded.** This page was made without a book build's record (`build/book/record.json`), so "
+             "every block's waiting counts as 0 minutes: the times below are short by each notebook's quick-mode run "
+             "time (the landing page's table: about a minute each). Build the book first (`python -m tools.book "
+             "--quick`) and the waiting is measured.")
+SERVER_NOTEBOOK = "06"   # the notebook whose servers listen on every interface (the network warning)
+
 PLAN_NOTES = {
     "One day": "A day for people who came with their own data: the morning builds streaming from files up to a "
-               "tf.data pipeline; the afternoon measures it, shows training on data bigger than its memory budget "
-               "(run by the instructor on the projector, so that the learners' machines need not write its 1.5 GiB "
-               "of data), takes a folder of "
-               "photos through conversion (07 §2 to §4), and leaves the decision table for their own data "
-               "(notebook 99, about 17 minutes) to read after the day: the afternoon has no room for it. Start notebook 06 in a full run during the lunch break: its demonstration writes its "
-               "large dataset first.",
+               "tf.data pipeline; the afternoon measures it, shows on each learner's machine (05 §8, quick mode) "
+               "training streaming within a memory budget that kills loading, then shows the same at full size "
+               "(06 §6) on the projector, takes a folder of photos through conversion (07 §2 to §4), and leaves the "
+               "decision table for their own data (notebook 99, about 17 minutes) to read after the day: the "
+               "afternoon has no room for it. The demonstration runs all of notebook 06 with `TUTORIAL_QUICK=0` on "
+               "the instructor's machine, which needs the real datasets (`python -m helpers.data.datasets download`, "
+               "or a kit from `python -m tools.workshop prepare`) and room for what 05 §8 and 06 §6 write in a full "
+               f"run ({_demo_gigabytes():.1f} GB of photo-sized digits); start it during the lunch break, and run it "
+               "on a private network (the warning below).",
     "Two days": "Every notebook, most sections, and about half of the exercises; notebook 08 where the series has "
                 "it.",
 }
@@ -549,6 +653,7 @@ def page(record: dict | None, paths: list[Path]) -> str:
         f"- **exercises**: the statement at the same reading rate, {WRITE_MINUTES:g} minute per line of the "
         "solution (writing your own), and the solution's measured run time.", "",
         *honest_time(series), "",
+        *([] if record else [NO_RECORD, ""]),
         f"A teaching day holds {_fmt(DAY_MINUTES)} of learner time: 9:00 to 17:00, less an hour for lunch, two "
         f"breaks of {BREAK_MINUTES} minutes and half an hour for machines and questions. Waiting is measured in this "
         "book's run: in a full run on the real data the waits grow (the landing page gives each notebook's full-run "
@@ -558,8 +663,8 @@ def page(record: dict | None, paths: list[Path]) -> str:
     ]
     for name, plan in plans(record, paths).items():
         parts += ["", f"## {name}", "", PLAN_NOTES[name]]
-        for label, budget, blocks in plan:
-            parts += ["", f"### {label}", "", schedule(label, budget, blocks)]
+        for (label, budget, blocks), cuts in zip(plan, late_cuts(name, record, paths) + [[]] * len(plan)):
+            parts += ["", f"### {label}", "", schedule(label, budget, blocks, cuts)]
         parts += ["", not_taught(plan, paths)]
         problems = skipped_prerequisites(plan, {p.name[:2] for p in paths})
         parts += ["", "Every section taught comes after the sections it builds on." if not problems else
@@ -599,24 +704,29 @@ def page(record: dict | None, paths: list[Path]) -> str:
 # ---------------------------------------------------------------- platforms, the set-up check, the network
 
 SETUP_CHECK_COMMAND = "python -m helpers.check"
+QUICK_CHECK_COMMAND = "TUTORIAL_QUICK=1 python -m helpers.check"
+QUICK_LAB_COMMAND = "TUTORIAL_QUICK=1 jupyter lab notebooks/"
+
 
 # What runs where: (platform, what runs, what does not and why). Tested: Linux and the quick run on 2 cores; the
 # other rows say what the code needs that the platform lacks (`resource`, `posix_fadvise`, FUSE, a GPU build).
 PLATFORMS = [
-    ("Linux", "every notebook and section", "the slow store only where FUSE is installed"),
-    ("macOS", "every notebook and section but those in the next column; the CPU branch",
-     "the slow store (FUSE: Linux and Colab only); cold reads (03, 05 §9) cannot be forced (no `posix_fadvise`), "
-     "and those cells say so"),
-    ("Windows", "01 to 04, 07, and 05 and 06 but for the sections in the next column; the CPU branch only",
-     "**05 §8 and 06 §6 fail**: Python's `resource` module, which limits a process's memory, is Unix only; the "
-     "slow store (no FUSE); cold reads (no `posix_fadvise`); a GPU (TensorFlow 2.11 and newer use one on Windows "
-     "only through WSL 2). Use WSL 2 or Colab"),
+    ("Linux", "every notebook and section", "the slow store only where FUSE is installed (`fuse3`)"),
+    ("macOS", "every notebook; the CPU branch",
+     "skipped, each with a sentence saying why and the stored full-run figure: 05 §8 and 06 §6 (a memory budget "
+     "needs Linux's /proc), the slow store in 04 §2, 05 §3 and 07 §5 (no FUSE), cold reads in 03 and 05 §9 (no "
+     "`posix_fadvise`), 07 §7's pipeline pinned to one core (no `os.sched_setaffinity`)"),
+    ("Windows", "every notebook; the CPU branch only",
+     "skipped as on macOS, each with its sentence: 05 §8 and 06 §6 (no /proc), the slow store (no FUSE), cold reads, "
+     "07 §7's one-core run; "
+     "and no GPU (TensorFlow 2.11 and newer use one on Windows only through WSL 2). Use WSL 2 or Colab to see them"),
     ("WSL 2 (Windows)", "everything, as on Linux (it is a Linux); a GPU through WSL 2's CUDA support",
-     "the slow store only where FUSE is installed"),
+     "the slow store only where FUSE is installed (`sudo apt-get install fuse3`)"),
     ("Colab", "every notebook; the GPU branch on a GPU runtime",
-     "nothing known; data and files vanish when the runtime is recycled, so a full run downloads the datasets "
-     "again"),
+     "untested here; files in the data folder vanish when the runtime is recycled, so a full run downloads the "
+     "datasets again"),
 ]
+# Without Apache Beam (any platform), 06 §5 says so and is skipped; the set-up check's Beam line says which.
 
 
 def platforms_section() -> str:
@@ -629,33 +739,41 @@ def platforms_section() -> str:
         "## Before the day: the set-up check", "",
         "Ask every learner to run this in a terminal, in the series' folder, before the class (on Colab: "
         f"`!{SETUP_CHECK_COMMAND}` in a cell after the first cell has installed the helpers):", "",
-        "```bash", SETUP_CHECK_COMMAND, "```", "",
+        "```bash", f"{QUICK_CHECK_COMMAND}   # for a class in quick mode, as the plans above are",
+        f"{SETUP_CHECK_COMMAND}                     # for full runs", "```", "",
         "It prints one line per check, `ok`, `note` or `FAIL` (green, yellow, red on a terminal), each FAIL with "
         "the fix, and exits with status 1 when a line is FAIL: the Python version (3.10 or newer), TensorFlow 2.16 "
         "or newer with Keras 3, the datasets (a note, not a FAIL, in quick mode, which uses generated stand-ins), "
-        "free disk in the data folder against what a full run writes (about "
-        f"{data_bytes(quick=False) / 1e9:.0f} GB, derived from the notebooks' sizes), the usable cores, a GPU, whether notebook 06's tf.data service can start, Python's `resource` "
-        "module (05 §8, 06 §6) and Apache Beam (06 §5). Notebook 01 runs the same check in its section \"Is this "
-        "machine ready for the series?\". It takes about 10 to 20 s.", "",
+        "free disk in the data folder against what the series writes (about "
+        f"{data_bytes(quick=True) / 1e9:.1f} GB in quick mode and {data_bytes(quick=False) / 1e9:.0f} GB in a full "
+        "run, derived from the notebooks' sizes), the usable cores, a GPU, whether notebook 06's tf.data service "
+        "can start, and three platform limits, each a note where it applies, since the notebook then skips with a "
+        "sentence: a memory budget (05 §8, 06 §6: Linux's /proc), Apache Beam (06 §5) and the slow store (FUSE). "
+        "Notebook 01 runs the same check in its section \"Is this machine ready for the series?\". It takes about "
+        "10 to 20 s.", "",
+        f"For a class taught in quick mode, as the plans above are, the command is `{QUICK_CHECK_COMMAND}` (in "
+        "Windows PowerShell: `$env:TUTORIAL_QUICK=1; python -m helpers.check`): without it the check is for a full "
+        "run, and a machine without the datasets gets a FAIL it does not need to fix.", "",
         "## What runs where", "",
         "The series is tested on Linux (2 cores, no GPU, quick and full runs). Elsewhere, from what the code needs:",
         "", *rows, "",
         "## Troubleshooting", "",
-        "- **Windows**: notebooks 05 §8 and 06 §6 fail (no `resource` module), and TensorFlow uses no GPU on "
-        "native Windows. Install WSL 2 (`wsl --install` in an administrator's PowerShell, then restart), and install "
-        "Python and the series inside it as on Linux; or use Colab. A learner who stays on native Windows skips "
-        "those two sections; the others use nothing we know Windows lacks (untested there).",
-        "- **macOS**: the series runs on the CPU branch. When notebook 06 starts its servers, the firewall may ask "
-        "whether Python may accept incoming connections: choose Deny; the notebook reaches its servers through "
-        "localhost, and Deny keeps them off the Wi-Fi. Cold reads cannot be forced (no `posix_fadvise`): those cells "
-        "say so.",
+        "- **Windows**: 05 §8 and 06 §6 (the memory budget) and the slow store skip with a sentence each, and "
+        "TensorFlow uses no GPU on native Windows. To see them, install WSL 2 (`wsl --install` in an "
+        "administrator's PowerShell, then restart) and install Python and the series inside it as on Linux; or use "
+        "Colab. Set quick mode in PowerShell with `$env:TUTORIAL_QUICK=1` before `jupyter lab` (untested there).",
+        "- **macOS**: the series runs on the CPU branch; 05 §8, 06 §6 and the slow store skip as on Windows. When "
+        "notebook 06 starts its servers, the firewall may ask whether Python may accept incoming connections: "
+        "choose Deny; the notebook reaches its servers through localhost, and Deny keeps them off the Wi-Fi. Cold "
+        "reads cannot be forced (no `posix_fadvise`): those cells say so.",
         "- **Colab**: open a notebook from its badge; its first cell installs the helpers. Choose the runtime "
         "(Runtime → Change runtime type) before running, since changing it restarts the notebook. Files in the data "
         "folder last as long as the runtime: a recycled runtime downloads the datasets again.",
         "- **Apache Beam will not install** (a resolver conflict over protobuf, or no wheel for a new Python): "
         "install the tested set, `pip install -r requirements.txt -c constraints.txt`, on Python 3.11; or leave "
-        "Beam out (`pip install -e .` without the `[scale]` extra): everything but notebook 06 §5 runs without it, "
-        "and the set-up check's Apache Beam line says whether it imports.", "",
+        "Beam out (`pip install -e .` without the `[scale]` extra): notebook 06 §5 then says so and skips, and "
+        "everything else runs. The set-up check's Apache Beam line says which: a note when Beam is not installed, "
+        "a FAIL when it is installed but does not import (06 §5 would stop there).", "",
         "## Notebook 06's servers and the classroom network", "",
         "**Warning.** Notebook 06's servers (the tf.data service's dispatcher and workers, the multi-worker "
         "training processes) listen on **every network interface** of the learner's machine, **without "

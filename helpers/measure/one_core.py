@@ -50,7 +50,7 @@ def one_core_supported() -> bool:
 
 def unsupported_message() -> str:
     return (f"one-core measurements need os.sched_setaffinity, which {sys.platform} does not have (Linux does): "
-            f"skipped")
+            f"skipped; to see them, run this on Linux, on Colab, or on Windows inside WSL 2")
 
 
 def pick_core() -> int:

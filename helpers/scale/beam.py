@@ -2,6 +2,7 @@
 its own: saving and checking the source, and the launcher.
 
     files = convert_with_beam(*save_source(images, labels, "data/source"), "data/beam-shards", "train", num_shards=8)
+    beam_unavailable()   # None, or why not (Beam not installed) in one sentence: notebook 06 §5 then skips
 """
 from __future__ import annotations
 
@@ -17,6 +18,23 @@ import numpy as np
 from helpers.storage.files import check_name, file_problem, write_then_rename
 from helpers.storage.labels import class_labels
 from helpers.setup.processes import child_environment, exit_with_parent
+
+
+def beam_unavailable() -> str | None:
+    """Why notebook 06's Beam conversion cannot run here (one sentence, with what to do), or None when Apache Beam is
+    installed. Asks the installed packages only (no import: importing Beam in a notebook kernel loads its interactive
+    tools), so an installed but broken Beam still fails in `convert_with_beam`, naming its error.
+
+    >>> beam_unavailable() is None or "pip install" in beam_unavailable()
+    True
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("apache_beam") is not None:
+        return None
+    return ("Apache Beam is not installed here, so this section's conversion is skipped: install it with "
+            "pip install -e \".[scale]\" (if that fails, the tested versions: pip install -r requirements.txt -c "
+            "constraints.txt, on Python 3.11), or run this notebook on Colab, whose first cell installs it.")
 
 
 def save_source(images: np.ndarray, labels: np.ndarray, directory: str | Path,

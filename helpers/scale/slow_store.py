@@ -59,7 +59,8 @@ def _missing_requirement() -> str | None:
     """Why this machine cannot mount a FUSE file system (one sentence), or None. Cheap: no mount is tried."""
     if not sys.platform.startswith("linux"):
         return (f"The slow store needs FUSE on Linux, and this is {sys.platform} (macOS and Windows have no FUSE "
-                f"by default).")
+                f"by default): to see it, run this notebook on Linux with the fuse3 package, or on Windows inside "
+                f"WSL 2.")
     if not os.path.exists("/dev/fuse"):
         return "This machine (or container) has no /dev/fuse, so it cannot mount a FUSE file system."
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
