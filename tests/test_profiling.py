@@ -40,7 +40,9 @@ def test_diagnose_calls_a_slow_pipeline_highly_input_bound_and_a_cached_one_not(
     assert slow_diagnosis.pipeline_alone.high <= 8 / 0.02 * 1.01
     fast_diagnosis = diagnose(lambda: instant(12), tiny_model(), rounds=3)
     assert fast_diagnosis.waiting_share.median < slow_diagnosis.waiting_share.median
-    assert fast_diagnosis.pipeline_alone.low > 10 * slow_diagnosis.pipeline_alone.high
+    # The median, not the interval's low end: with 3 rounds that is the slowest round, and one round of 12
+    # cached batches stalled by another process (3,441 samples/s against 18,906 and 20,944) failed it.
+    assert fast_diagnosis.pipeline_alone.median > 10 * slow_diagnosis.pipeline_alone.high
 
 
 def test_verdict_thresholds_and_gpu_feed_sentence():
