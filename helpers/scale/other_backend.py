@@ -1,0 +1,149 @@
+"""The same training on another Keras backend, in a child process (notebook 08).
+
+Keras picks its backend once, when it is first imported, from `KERAS_BACKEND`: a kernel that runs TensorFlow starts
+a child with `KERAS_BACKEND=jax` to train the same model there. The child runs notebook 08's lesson code
+(`helpers.lessons.resume_shuffle_grain`): from the initial weights the kernel saved, it trains `steps` steps on
+each loader (tf.data and Grain, the same batches in the same order) and saves the weights the tf.data run ended
+with; then it prints READY and waits for a line on its standard input, so that its timing never overlaps the
+kernel's; told "go", it measures each loader's training rate (`loader_rates`) and prints one JSON line.
+
+    run = BackendRun("jax", "data/run/jax", "data/run/array_record", "data/run/initial.weights.h5", n=2000,
+                     steps=20, batch_size=64, rounds=3, gpu=False)
+    run.wait_ready()        # its start-up and its agreement runs overlap the kernel's own work
+    ...                     # the kernel measures its rates meanwhile
+    result = run.measure()  # {"backend", "versions", "devices", "losses", "rates", "samples", "weights"}
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import secrets
+import subprocess
+import sys
+import threading
+from collections import deque
+from pathlib import Path
+
+from helpers.setup.processes import READY, child_environment, exit_with_parent
+
+WEIGHTS = "{backend}.weights.h5"   # the file, in the run's folder, holding the tf.data run's final weights
+
+
+class BackendRun:
+    """A child process training notebook 08's MLP on `backend` (`KERAS_BACKEND`). `gpu=True` shows it the GPU (JAX
+    takes memory as it needs it, not three quarters at once: the kernel may hold some); the child keeps its
+    TensorFlow, which only loads data, off the GPU."""
+
+    def __init__(self, backend: str, directory: str | Path, array_record_dir: str | Path,
+                 initial_weights: str | Path, *, n: int, steps: int, batch_size: int, rounds: int, gpu: bool,
+                 timeout: float = 300) -> None:
+        self.backend, self.directory, self.timeout = backend, Path(directory), timeout
+        self.directory.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "helpers.scale.other_backend", backend, str(self.directory),
+                str(array_record_dir), str(initial_weights), "--n", str(int(n)), "--steps", str(int(steps)),
+                "--batch-size", str(int(batch_size)), "--rounds", str(int(rounds))]
+        env = child_environment({"KERAS_BACKEND": backend, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, gpu=gpu)
+        self.process = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+        self._lines: queue.Queue = queue.Queue()
+        self._errors: deque = deque(maxlen=40)
+        threading.Thread(target=self._read, args=(self.process.stdout, self._lines.put), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.process.stderr, self._errors.append), daemon=True).start()
+
+    @staticmethod
+    def _read(stream, put) -> None:
+        for line in stream:
+            put(line.rstrip("\n"))
+        put(None)   # the stream ended: the child exited
+
+    def _next_line(self, what: str) -> str:
+        try:
+            line = self._lines.get(timeout=self.timeout)
+        except queue.Empty:
+            line = None
+        if line is None:
+            self.stop()
+            raise RuntimeError(f"the {self.backend} child stopped before {what} (exit code "
+                               f"{self.process.returncode}); its last words:\n" + "\n".join(self._errors))
+        return line
+
+    def wait_ready(self) -> None:
+        """Wait until the child has trained its agreement runs and waits to be timed."""
+        while self._next_line("it was ready").split()[:1] != [READY]:
+            pass
+
+    def measure(self) -> dict:
+        """Let the child time its loaders now; return what it measured (after `wait_ready`)."""
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        result = json.loads(self._next_line("it printed its results"))
+        self.process.wait(self.timeout)
+        return result
+
+    def stop(self) -> None:
+        """Stop the child if it still runs (it started nothing of its own)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("backend")
+    parser.add_argument("directory")
+    parser.add_argument("array_record_dir")
+    parser.add_argument("initial_weights")
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--rounds", type=int, required=True)
+    args = parser.parse_args(argv)
+    exit_with_parent()
+    from helpers.setup.notebook import stderr_to_devnull
+
+    with stderr_to_devnull():   # TensorFlow's and JAX's start-up logs
+        import tensorflow as tf
+
+        # TensorFlow only loads data here: on a GPU it would otherwise reserve the memory the backend needs.
+        tf.config.set_visible_devices([], "GPU")
+        import keras
+
+        keras.ops.zeros(1)   # the backend finds its devices now, with its log silenced
+    if keras.backend.backend() != args.backend:
+        sys.exit(f"KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r} gave Keras the {keras.backend.backend()} "
+                 f"backend, not {args.backend}")
+    from helpers.lessons.resume_shuffle_grain import backend_loaders, loader_rates, losses_from, training_data
+    from helpers.storage.array_record import array_record_source
+
+    x, y = training_data(args.n)
+    source, info = array_record_source(args.array_record_dir, "train")
+    loaders = backend_loaders(x, y, source, info, args.batch_size)
+    losses = {}
+    for name, make in loaders.items():
+        losses[name], trained = losses_from(args.initial_weights, make(), args.steps)
+        if name == "tf.data":
+            model = trained
+    weights = Path(args.directory) / WEIGHTS.format(backend=args.backend)
+    partial = weights.with_name(f".{secrets.token_hex(4)}.{weights.name}")   # Keras wants the .weights.h5 ending
+    model.save_weights(partial)
+    os.replace(partial, weights)
+    print(READY, flush=True)
+    if sys.stdin.readline().strip() != "go":
+        sys.exit("the notebook did not ask for the timing")
+    rates = loader_rates(model, loaders, args.batch_size, -(-args.n // args.batch_size), args.rounds)
+    backend = sys.modules.get(args.backend)
+    print(json.dumps({
+        "backend": args.backend,
+        "versions": {"keras": keras.__version__, args.backend: getattr(backend, "__version__", "?")},
+        "devices": [str(d) for d in backend.devices()] if hasattr(backend, "devices") else [],
+        "losses": losses,
+        "rates": rates.values,
+        "samples": {name: [e.samples for e in epochs] for name, epochs in rates.epochs.items()},
+        "weights": weights.name,
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    main()
