@@ -22,8 +22,9 @@ def test_a_jax_child_trains_the_same_losses_as_tensorflow(tmp_path):
     write_array_records(x, y, tmp_path / "ar", "train", 2, num_classes=10)
     keras.utils.set_random_seed(0)
     article_mlp().save_weights(tmp_path / "initial.weights.h5")
-    run = BackendRun("jax", tmp_path / "jax", tmp_path / "ar", tmp_path / "initial.weights.h5", n=N, steps=STEPS,
-                     batch_size=BATCH, rounds=1, gpu=False)
+    run = BackendRun("jax", gpu=False)
+    run.train(tmp_path / "jax", tmp_path / "ar", tmp_path / "initial.weights.h5", n=N, steps=STEPS, batch_size=BATCH,
+              rounds=1)
     source, info = array_record_source(tmp_path / "ar", "train")
     loaders = backend_loaders(x, y, source, info, BATCH)
     here = {name: losses_from(tmp_path / "initial.weights.h5", make(), STEPS)[0] for name, make in loaders.items()}
@@ -38,8 +39,7 @@ def test_a_jax_child_trains_the_same_losses_as_tensorflow(tmp_path):
 
 
 def test_a_child_that_fails_is_reported_with_its_last_words(tmp_path):
-    run = BackendRun("no-such-backend", tmp_path / "x", tmp_path / "missing", tmp_path / "missing.weights.h5", n=N,
-                     steps=STEPS, batch_size=BATCH, rounds=1, gpu=False, timeout=120)
+    run = BackendRun("no-such-backend", gpu=False, timeout=120)
     with pytest.raises(RuntimeError, match="stopped before it was ready"):
         run.wait_ready()
     assert run.process.returncode != 0
