@@ -47,7 +47,9 @@ class BackendRun:
         self._lines: queue.Queue = queue.Queue()
         self._errors: deque = deque(maxlen=40)
         threading.Thread(target=self._read, args=(self.process.stdout, self._lines.put), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.process.stderr, self._errors.append), daemon=True).start()
+        self._stderr = threading.Thread(target=self._read, args=(self.process.stderr, self._errors.append),
+                                        daemon=True)
+        self._stderr.start()
 
     def train(self, directory: str | Path, array_record_dir: str | Path, initial_weights: str | Path, *, n: int,
               steps: int, batch_size: int, rounds: int) -> None:
@@ -79,8 +81,10 @@ class BackendRun:
             line = None
         if line is None:
             self.stop()
+            self._stderr.join(5)   # its last words, read to the end
+            words = "\n".join(line for line in self._errors if line is not None)
             raise RuntimeError(f"the {self.backend} child stopped before {what} (exit code "
-                               f"{self.process.returncode}); its last words:\n" + "\n".join(self._errors))
+                               f"{self.process.returncode}); its last words:\n{words}")
         return line
 
     def wait_ready(self) -> None:
