@@ -2,12 +2,15 @@
 
 Keys:
 - grain_vs_tfdata_pipeline_alone: the pipeline alone, MNIST-shaped digits, batch 1024, one epoch: Grain over
-  ArrayRecord shards (`MapDataset.source` → `shuffle` → per-record `decode_record` → `batch`, read ahead by 2
-  threads) / notebook 05's block records with tf.data (`read_blocks(shuffle=True)` + `prefetch`). Steady-state
-  rates in alternating rounds, files page-cached. Reported, no goal: Grain decodes and batches each record in
-  Python, where a block record is parsed 256 images at a time by TensorFlow's C++ ops.
+  ArrayRecord shards in notebook 08's fastest form (section 6, form 4: uncompressed shards, `grain_batch_reads`:
+  Grain's elements are batches, each read with one call per shard by `ShardReaders` and decoded in one NumPy
+  call, every epoch in a new global order; read ahead by 2 threads) / notebook 05's block records with tf.data
+  (`read_blocks(shuffle=True)` + `prefetch`). Steady-state rates in alternating rounds, files page-cached.
+  Reported, no goal: Grain reads every record with its own read from the file, where a block record holds 256.
 - grain_pipeline_vs_gpu_bs1024: that Grain pipeline's rate / the reference H200's training rate for the MLP at batch
   1024 (`helpers.measure.gpu_reference`). Goal ≥ 1.0 on the interval's low end.
+- grain_batch_reads_vs_per_record: that form / section 4's per-record form (`grain_batches` over zstd shards:
+  shuffle, read and decode each record, then batch), the same rounds. Reported, no goal.
 - global_shuffle_vs_buffer_peak_rss: in fresh processes (`--shuffle-child`), the memory a shuffle takes while it
   runs: peak RSS above the process's RSS once TensorFlow is loaded, for `index_shuffle` over a stream of n
   MNIST-sized records / for a shuffle buffer of n/10 of the same records. Goal ≤ 0.5. Each child reads
@@ -30,20 +33,30 @@ import tensorflow as tf
 
 from benchmarks.run import Result, digits
 from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+from helpers.lessons.resume_shuffle_grain import grain_batch_reads, grain_batches
 from helpers.measure import alternate, pipeline_epoch
 from helpers.measure.gpu_reference import GPU_NAME, gpu_appetite
 from helpers.setup.processes import child_environment
-from helpers.storage.array_record import array_record_source, decode_record, write_array_records
+from helpers.storage.array_record import array_record_readers, array_record_source, write_array_records
 
 BATCH = 1024
 
 
+READ_AHEAD = grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)
+
+
 def grain_pipeline(directory: Path, batch_size: int = BATCH):
-    """Notebook 08's Grain reading, for one epoch: a global shuffle by index, records decoded and batched."""
+    """Notebook 08's fastest Grain reading (section 6, form 4), for one epoch: a new global order, each batch's
+    records read with one call per shard and decoded in one NumPy call."""
+    readers, info = array_record_readers(directory, "train")
+    return grain_batch_reads(readers, info, batch_size, epochs=1).to_iter_dataset(READ_AHEAD)
+
+
+def grain_per_record(directory: Path, batch_size: int = BATCH):
+    """Notebook 08's section 4 form, for one epoch: a global shuffle by index, each record read and decoded, then
+    batched."""
     source, info = array_record_source(directory, "train")
-    return (grain.MapDataset.source(source).shuffle(seed=1)
-            .map(lambda record: decode_record(record, info)).batch(batch_size)
-            .to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)))
+    return grain_batches(source, info, batch_size, epochs=1).to_iter_dataset(READ_AHEAD)
 
 
 def _rss_mib(field: str) -> float:
@@ -88,10 +101,12 @@ def run(quick: bool) -> list[Result]:
     x, y = digits(n)
     workdir = Path(tempfile.mkdtemp(prefix="bench-grain-"))
     try:
-        write_array_records(x, y, workdir / "array_record", "train", num_shards=8, num_classes=10)
+        write_array_records(x, y, workdir / "array_record", "train", num_shards=8, num_classes=10, compress=False)
+        write_array_records(x, y, workdir / "array_record_zstd", "train", num_shards=8, num_classes=10)
         write_blocks(x, y, workdir / "blocks", "train", num_shards=8)
         measured = alternate({
             "grain": lambda: pipeline_epoch(grain_pipeline(workdir / "array_record")),
+            "per_record": lambda: pipeline_epoch(grain_per_record(workdir / "array_record_zstd")),
             "blocks": lambda: pipeline_epoch(read_blocks(workdir / "blocks", "train", BATCH, shuffle=True)
                                              .prefetch(tf.data.AUTOTUNE)),
         }, rounds=rounds, warmup=1)
@@ -101,13 +116,17 @@ def run(quick: bool) -> list[Result]:
     grain_rate, blocks_rate = measured.samples("grain").median, measured.samples("blocks").median
     where = f"{n:,} MNIST-sized digits, batch {BATCH}, {rounds} rounds"
     results = [
-        Result("grain_vs_tfdata_pipeline_alone", "pipeline alone: Grain over ArrayRecord (per-record decode) / "
-               "block records with tf.data, samples per second", "-",
+        Result("grain_vs_tfdata_pipeline_alone", "pipeline alone: Grain over ArrayRecord (batch reads, notebook 08 "
+               "section 6) / block records with tf.data, samples per second", "-",
                f"{where}: Grain {grain_rate:,.0f} samples/s, blocks {blocks_rate:,.0f} (medians)",
                measured.ratio("grain", "blocks")),
         Result("grain_pipeline_vs_gpu_bs1024", f"Grain's pipeline alone / the reference {GPU_NAME} training the "
                "MLP at batch 1024", "≥ 1.0", f"{where}: Grain {grain_rate:,.0f} samples/s, GPU {gpu:,}",
                measured.samples("grain").scaled(1 / gpu)),
+        Result("grain_batch_reads_vs_per_record", "pipeline alone: Grain's batch reads over uncompressed shards / "
+               "its per-record form over zstd shards (notebook 08 section 6, form 4 / form 1)", "-",
+               f"{where}: batch reads {grain_rate:,.0f} samples/s, per record "
+               f"{measured.samples('per_record').median:,.0f} (medians)", measured.ratio("grain", "per_record")),
     ]
     if not sys.platform.startswith("linux"):
         print("bench_grain: the peak-memory row needs Linux's /proc/self/status: skipped", file=sys.stderr)

@@ -21,7 +21,8 @@ Where each part lives (folder/module · its one job · the notebooks that import
     storage/labels.py           the one check of class labels: every writer, every label file read   07
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
-    storage/array_record.py     ArrayRecord shards for Grain: atomic, resumable, with a manifest     08
+    storage/array_record.py     ArrayRecord shards for Grain: atomic, resumable, with a manifest;    08
+                                batch reads, one call per shard
     storage/png_folder.py       folders of PNG files with a label file                               03
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 04 05 07 08
@@ -34,6 +35,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     scale/slow_store.py         a folder served read-only through FUSE with a remote store's waits  04 05 07
     diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
     scale/killed_run.py         training runs killed by SIGKILL mid-epoch, in child processes        08
+    scale/other_backend.py      the same training on another Keras backend, in a child process       08
     check.py                    is this machine ready: versions, data, disk, servers, platform       01
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from helpers.storage.array_record import (MANIFEST, ArrayRecordError, array_record_source, decode_record,
-                                          write_array_records)
+from helpers.storage.array_record import (MANIFEST, ArrayRecordError, array_record_readers, array_record_source,
+                                          decode_batch, decode_record, write_array_records)
 
 rng = np.random.default_rng(0)
 IMAGES = rng.integers(0, 256, (50, 4, 4), dtype=np.uint8)
@@ -104,3 +104,32 @@ def test_a_record_of_the_wrong_size_is_named(tmp_path):
     info = write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
     with pytest.raises(ArrayRecordError, match="a record of 5 bytes"):
         decode_record(b"12345", info)
+
+
+def test_batch_reads_equal_record_reads_in_any_order(tmp_path):
+    for compress in (True, False):
+        folder = tmp_path / str(compress)
+        info = write_array_records(IMAGES, LABELS, folder, "train", 3, compress=compress)
+        assert info.compressed == compress
+        source, _ = array_record_source(folder, "train")
+        readers, info = array_record_readers(folder, "train", verify=True)
+        ids = np.random.default_rng(0).permutation(len(IMAGES))[: len(IMAGES) - 1]
+        images, labels = decode_batch(readers.__getitems__(ids), info)
+        one_by_one = [decode_record(source[int(i)], info) for i in ids]
+        assert np.array_equal(images, IMAGES[ids]) and np.array_equal(labels, LABELS[ids])
+        assert all(np.array_equal(a, b) and la == lb for (a, la), b, lb in zip(one_by_one, images, labels))
+        with pytest.raises(IndexError):
+            readers.__getitems__([len(IMAGES)])
+
+
+def test_a_compressed_split_is_not_resumed_uncompressed(tmp_path):
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
+    with pytest.raises(FileExistsError):
+        write_array_records(IMAGES, LABELS, tmp_path, "train", 2, compress=False)
+
+
+def test_a_batch_with_a_record_of_the_wrong_size_is_named(tmp_path):
+    info = write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
+    readers, info = array_record_readers(tmp_path, "train")
+    with pytest.raises(ArrayRecordError, match="records of"):
+        decode_batch(readers.__getitems__([0, 1]) + [b"short"], info)

@@ -30,7 +30,7 @@ ONE_CORE_KEYS = {
 if hasattr(os, "sched_setaffinity"):
     EXPECTED_KEYS |= ONE_CORE_KEYS
 # Issue 29's keys (notebook 08): Grain against block records and the reference GPU; an index shuffle's memory.
-EXPECTED_KEYS |= {"grain_vs_tfdata_pipeline_alone", "grain_pipeline_vs_gpu_bs1024"}
+EXPECTED_KEYS |= {"grain_vs_tfdata_pipeline_alone", "grain_pipeline_vs_gpu_bs1024", "grain_batch_reads_vs_per_record"}
 if sys.platform.startswith("linux"):
     EXPECTED_KEYS.add("global_shuffle_vs_buffer_peak_rss")
 # Training from files must be indistinguishable from training from memory (issue 30).

@@ -173,3 +173,74 @@ def grain_batches(source, info, batch_size, epochs, seed=1):
             .map(lambda record: decode_record(record, info))
             .batch(batch_size)
             .repeat(epochs))                         # after shuffle: each epoch reshuffled
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 5. Any backend: the same model on TensorFlow and JAX
+from helpers.measure import alternate, fit_epoch   # the series' timing (notebook 05)
+
+
+def grain_order(n, seed=1):
+    """The order in which `MapDataset.shuffle(seed=seed)` gives `n` records in its first epoch."""
+    return np.fromiter(grain.MapDataset.range(n).shuffle(seed=seed), np.int64, count=n)
+
+
+def backend_loaders(x, y, source, info, batch_size, seed=1):
+    """Two loaders of the same batches in the same order, as functions that make one epoch:
+    tf.data over the arrays in memory, and Grain over the ArrayRecord `source` (2 threads read
+    ahead)."""
+    order = grain_order(len(x), seed)
+
+    def tf_data():
+        return (tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
+                .map(lambda ids: (tf.gather(x, ids), tf.gather(y, ids)))
+                .prefetch(tf.data.AUTOTUNE))
+
+    def grain_reader():
+        return grain_batches(source, info, batch_size, epochs=1, seed=seed).to_iter_dataset(
+            grain.ReadOptions(num_threads=2, prefetch_buffer_size=8))
+
+    return {"tf.data": tf_data, "Grain": grain_reader}
+
+
+def losses_from(initial_weights, batches, steps):
+    """Notebook 04's MLP set to `initial_weights` (a `.weights.h5` file), trained `steps` steps on
+    `batches`: the loss Keras reports after each step, and the model."""
+    model = article_mlp()
+    model.load_weights(initial_weights)
+    losses = []
+    log = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"])))
+    model.fit(batches, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[log])
+    return losses, model
+
+
+def loader_rates(model, loaders, batch_size, steps, rounds):
+    """Training samples per second from each loader, epochs of `steps` steps, in alternating
+    rounds (`helpers.measure`)."""
+    return alternate({name: (lambda make=make: fit_epoch(model, x=make(), batch_size=batch_size,
+                                                         steps_per_epoch=steps))
+                      for name, make in loaders.items()}, rounds=rounds)
+
+
+# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 6. The proof: Grain alone against a GPU's appetite
+import functools
+from helpers.storage.array_record import decode_batch   # plumbing: a batch's bytes -> arrays
+
+
+def epoch_order(n, seed, epoch):
+    """Epoch `epoch`'s order of `n` records, drawn from `(seed, epoch)` alone."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def grain_batch_reads(records, info, batch_size, epochs, seed=1):
+    """Grain over batches: element `g` is batch `g` of the run, its records read with one
+    `records.__getitems__` call and decoded in one NumPy call; every epoch in a new global order."""
+    n = len(records)
+    per_epoch = -(-n // batch_size)
+    order = functools.lru_cache(maxsize=2)(lambda epoch: epoch_order(n, seed, epoch))
+
+    def read(g):
+        epoch, first = g // per_epoch, g % per_epoch * batch_size
+        return decode_batch(records.__getitems__(order(epoch)[first:first + batch_size]), info)
+
+    return grain.MapDataset.range(epochs * per_epoch).map(read)

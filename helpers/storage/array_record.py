@@ -4,9 +4,12 @@ format Grain reads (notebook 08).
     write_array_records(images, labels, "data/mnist-ar", "train", num_shards=4)   # a SplitInfo
     source, info = array_record_source("data/mnist-ar", "train")   # checked; source[i] is record i's bytes
     image, label = decode_record(source[0], info)
+    readers, info = array_record_readers("data/mnist-ar", "train")   # many records in one call per shard
+    images, labels = decode_batch(readers.__getitems__([5, 0, 9]), info)
 
 A record is the label as 8 little-endian bytes (int64) followed by the image's bytes (shape and dtype in the
-manifest). Files are `{split}-{index:05d}-of-{N:05d}.array_record`. `array_record_manifest.json` says, per split,
+manifest). Records are compressed with zstd (ArrayRecord's default) unless written with `compress=False`.
+Files are `{split}-{index:05d}-of-{N:05d}.array_record`. `array_record_manifest.json` says, per split,
 each shard's record count, size and SHA-256, and whether the split is complete. Each shard is written under a
 temporary name and renamed when whole (`write_then_rename`); the manifest is rewritten atomically after every shard,
 so a writer killed part-way resumes at the first shard the manifest lacks (`resume=True`, checked to be the same
@@ -54,6 +57,7 @@ class SplitInfo:
     fingerprint: str
     shards: list[ShardEntry] = field(default_factory=list)
     complete: bool = False
+    compressed: bool = True   # zstd, ArrayRecord's default; False: stored as they are
 
     @property
     def record_bytes(self) -> int:
@@ -108,7 +112,7 @@ def _save(directory: Path, doc: dict, info: SplitInfo) -> None:
 
 
 def write_array_records(images, labels, directory: str | Path, split: str, num_shards: int, *,
-                        num_classes: int | None = None, resume: bool = True) -> SplitInfo:
+                        num_classes: int | None = None, resume: bool = True, compress: bool = True) -> SplitInfo:
     """Write `images` (an array or memmap, shape (n, ...)) and `labels` as `num_shards` ArrayRecord files in
     `directory`, record i of the split being (images[i], labels[i]). Returns the split's manifest entry.
 
@@ -117,6 +121,7 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
     is the same (its fingerprint); a complete split of the same data is left as it is. Different data, or
     `resume=False`, over an existing split: `FileExistsError` (nothing is overwritten or removed that this writer
     did not create). Bad labels: `ValueError` naming the split and the first bad position, before any write.
+    `compress=False` stores records without zstd: larger files, no decompression on every read.
 
     >>> import tempfile
     >>> info = write_array_records(np.zeros((10, 2, 2), np.uint8), np.arange(10) % 3, tempfile.mkdtemp(), "t", 3)
@@ -140,14 +145,14 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
     if num_shards > n:
         raise ValueError(f"split {split!r}: {num_shards} shards for {n} records leaves shards empty")
     fresh = SplitInfo(split, list(images.shape[1:]), images.dtype.str, num_shards, n,
-                      fingerprint_arrays(images, labels))
+                      fingerprint_arrays(images, labels), compressed=bool(compress))
     directory.mkdir(parents=True, exist_ok=True)
     with FileLock(directory / f".{split}.array_record.lock", f"split {split!r} in {directory}"):
         doc = _load(directory)
         if split in doc["splits"]:
             old = _split_info(directory, split, doc["splits"][split])
-            same = (old.fingerprint, old.num_shards, old.image_shape) == (fresh.fingerprint, num_shards,
-                                                                         fresh.image_shape)
+            same = ((old.fingerprint, old.num_shards, old.image_shape, old.compressed)
+                    == (fresh.fingerprint, num_shards, fresh.image_shape, fresh.compressed))
             if not (resume and same):
                 raise FileExistsError(f"{directory}: split {split!r} already holds other data or another layout "
                                       f"(or resume=False); write it to a new folder")
@@ -161,7 +166,8 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
         for index in range(len(fresh.shards), num_shards):
             name = shard_file(split, index, num_shards)
             with write_then_rename(directory / name) as tmp:
-                writer = array_record_module.ArrayRecordWriter(str(tmp), "group_size:1")
+                options = "group_size:1" if fresh.compressed else "group_size:1,uncompressed"
+                writer = array_record_module.ArrayRecordWriter(str(tmp), options)
                 for i in range(starts[index], starts[index + 1]):
                     writer.write(labels[i].astype("<i8").tobytes() + np.ascontiguousarray(images[i]).tobytes())
                 writer.close()
@@ -172,14 +178,9 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
     return fresh
 
 
-def array_record_source(directory: str | Path, split: str, *, verify: bool = False):
-    """`(source, info)`: an `ArrayRecordDataSource` over a complete split's shards (random access: `source[i]`,
-    `len(source)`), after checking that the manifest lists every shard under its expected name, that each is a
-    regular file of the listed size holding the listed record count (and, `verify=True`, its checksum).
-    `ArrayRecordError` naming the folder and file otherwise."""
-    from array_record.python.array_record_data_source import ArrayRecordDataSource
-
-    directory = Path(directory)
+def _checked_split(directory: Path, split: str, verify: bool) -> SplitInfo:
+    """The split's manifest entry, after checking that the manifest lists every shard under its expected name, that
+    each is a regular file of the listed size (and, `verify=True`, its checksum)."""
     check_name(split, "split name")
     doc = _load(directory)
     if split not in doc["splits"]:
@@ -196,11 +197,77 @@ def array_record_source(directory: str | Path, split: str, *, verify: bool = Fal
             raise ArrayRecordError(f"{path}: {path.stat().st_size} bytes, the manifest says {shard.bytes}.")
         if verify and sha256_of(path) != shard.sha256:
             raise ArrayRecordError(f"{path}: the checksum differs from the manifest's: the file changed.")
+    return info
+
+
+def array_record_source(directory: str | Path, split: str, *, verify: bool = False):
+    """`(source, info)`: an `ArrayRecordDataSource` over a complete split's shards (random access: `source[i]`,
+    `len(source)`), after checking that the manifest lists every shard under its expected name, that each is a
+    regular file of the listed size holding the listed record count (and, `verify=True`, its checksum).
+    `ArrayRecordError` naming the folder and file otherwise."""
+    from array_record.python.array_record_data_source import ArrayRecordDataSource
+
+    directory = Path(directory)
+    info = _checked_split(directory, split, verify)
     source = ArrayRecordDataSource([str(directory / s.file) for s in info.shards])
     if len(source) != info.total_records:
         raise ArrayRecordError(f"{directory}: split {split!r} holds {len(source)} records, the manifest says "
                                f"{info.total_records}.")
     return source, info
+
+
+class ShardReaders:
+    """Random access to a split's records with one ArrayRecord reader per shard, set for random reads
+    (`readahead_buffer_size:0,max_parallelism:0`, as ArrayRecord's documentation advises). `__getitems__(ids)`
+    reads a whole batch with one `read` call per shard (NumPy sorts the ids by shard), where
+    `ArrayRecordDataSource.__getitems__` starts a pool of Python threads on every call. Readers open when first
+    used; each is safe to share between threads."""
+
+    def __init__(self, paths: list[Path], counts: list[int]) -> None:
+        self._paths = [str(p) for p in paths]
+        self._starts = np.cumsum([0, *counts])
+        self._readers: list = [None] * len(self._paths)
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def _reader(self, shard: int):
+        if self._readers[shard] is None:
+            from array_record.python import array_record_module
+
+            self._readers[shard] = array_record_module.ArrayRecordReader(
+                self._paths[shard], "readahead_buffer_size:0,max_parallelism:0")
+        return self._readers[shard]
+
+    def __getitem__(self, index: int) -> bytes:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, ids) -> list[bytes]:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
+            raise IndexError(f"record ids must be in [0, {len(self)}), got {ids.min()}..{ids.max()}")
+        shard = np.searchsorted(self._starts, ids, side="right") - 1
+        records = np.empty(len(ids), dtype=object)
+        for k in np.unique(shard):
+            mine = shard == k
+            records[mine] = self._reader(int(k)).read((ids[mine] - self._starts[k]).tolist())
+        return records.tolist()
+
+
+def array_record_readers(directory: str | Path, split: str, *, verify: bool = False):
+    """`(readers, info)`: a `ShardReaders` over a complete split's shards, checked as `array_record_source` checks.
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = write_array_records(np.arange(40, dtype=np.uint8).reshape(10, 2, 2), np.arange(10) % 3, folder, "t", 3)
+    >>> readers, info = array_record_readers(folder, "t")
+    >>> images, labels = decode_batch(readers.__getitems__([9, 0, 4]), info)
+    >>> labels.tolist(), images[0].ravel().tolist()
+    ([0, 0, 1], [36, 37, 38, 39])
+    """
+    directory = Path(directory)
+    info = _checked_split(directory, split, verify)
+    return ShardReaders([directory / s.file for s in info.shards], [s.records for s in info.shards]), info
 
 
 def decode_record(record: bytes, info: SplitInfo) -> tuple[np.ndarray, np.int64]:
@@ -215,3 +282,22 @@ def decode_record(record: bytes, info: SplitInfo) -> tuple[np.ndarray, np.int64]
                                f"{info.record_bytes}.")
     label = np.frombuffer(record, "<i8", count=1)[0]
     return np.frombuffer(record, info.image_dtype, offset=LABEL_BYTES).reshape(info.image_shape), label
+
+
+def decode_batch(records: list[bytes], info: SplitInfo) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of records' `(images, labels)` in one NumPy call: the records joined, then viewed as rows of label
+    and image bytes, checked to be the manifest's size.
+
+    >>> info = SplitInfo("t", [2], "|u1", 1, 1, "")
+    >>> images, labels = decode_batch([(3).to_bytes(8, "little") + bytes([7, 9])] * 2, info)
+    >>> images.tolist(), labels.tolist()
+    ([[7, 9], [7, 9]], [3, 3])
+    """
+    sizes = set(map(len, records))
+    if sizes - {info.record_bytes}:
+        raise ArrayRecordError(f"split {info.split!r}: records of {sorted(sizes)} bytes, the manifest's records "
+                               f"hold {info.record_bytes}.")
+    rows = np.frombuffer(b"".join(records), np.uint8).reshape(len(records), info.record_bytes)
+    labels = rows[:, :LABEL_BYTES].copy().view("<i8")[:, 0]
+    images = rows[:, LABEL_BYTES:].copy().view(info.image_dtype).reshape(len(records), *info.image_shape)
+    return images, labels
