@@ -12,6 +12,8 @@ import tensorflow as tf
 from helpers.measure import (EpochClock, Samples, alternate, fit_epoch, median_interval_ranks, pipeline_epoch,
                              steady_epoch, time_repeats, timed)
 
+pytestmark = pytest.mark.alone   # these tests time things (conftest.py: nothing runs beside them)
+
 
 # ------------------------------------------------------------------ the interval of the median
 

@@ -3,10 +3,13 @@ import time
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from helpers.measure import Samples
 from helpers.lessons.pipeline_profiling import Diagnosis, diagnose
+
+pytestmark = pytest.mark.alone   # these tests time things (conftest.py: nothing runs beside them)
 
 
 def tiny_model():

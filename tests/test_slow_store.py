@@ -170,6 +170,7 @@ def test_every_open_and_every_read_wait_at_least_the_latency_on_every_epoch(sour
             assert done - opened >= 0.040, f"epoch {epoch + 1}: the read took {done - opened:.3f} s (a cache?)"
 
 
+@pytest.mark.alone   # an upper bound on a time
 @needs_fuse
 def test_bandwidth_is_shared_and_waits_overlap(source):
     """Bandwidth is one link for all reads (lower bound); the waits of concurrent opens overlap (the server is
