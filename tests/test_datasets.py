@@ -4,7 +4,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from helpers.data import datasets
+from helpers.data import datasets, standins
 from helpers.storage.files import sha256_of
 from helpers.data.datasets import DatasetFileError, DatasetUnavailableError, load_cifar10, load_mnist
 from tests.conftest import write_small_cifar_folder, write_small_mnist_npz
@@ -190,3 +190,21 @@ def test_download_command_reports_errors_without_a_traceback(tmp_path, monkeypat
     monkeypatch.setattr(datasets.urllib.request, "urlopen", refuse)
     assert datasets.main(["download", "--data-dir", str(tmp_path), "--only", "mnist"]) == 1
     assert "error: Name or service not known" in capsys.readouterr().err
+
+
+def test_a_stand_in_is_drawn_once_per_data_folder_and_a_damaged_copy_is_drawn_again(data_dir, offline, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_QUICK", "1")
+    monkeypatch.setitem(datasets.STANDINS, "mnist", (30, 10, "digits drawn from stroke glyphs"))
+    drawn = []
+    real = standins.make_digits
+    monkeypatch.setattr(standins, "make_digits", lambda n, seed=0: drawn.append(n) or real(n, seed=seed))
+    first = load_mnist()
+    again = load_mnist()
+    assert drawn == [30, 10]                                  # the second call read the kept copy
+    for a, b in zip(first, again):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    [kept] = (data_dir / datasets.STANDIN_FOLDER).iterdir()
+    kept.write_bytes(kept.read_bytes()[:100])                 # cut short
+    damaged = load_mnist()
+    assert drawn == [30, 10, 30, 10] and np.array_equal(damaged[0][0], first[0][0])
+    assert load_mnist()[0][0].shape == (30, 28, 28) and drawn == [30, 10, 30, 10]   # replaced whole

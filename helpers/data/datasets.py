@@ -5,6 +5,8 @@ line. Instructors fill `data/` ahead of an offline class with `python -m helpers
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import os
 import pickle
 import shutil
@@ -21,7 +23,7 @@ from tqdm.auto import tqdm
 from helpers.data import standins
 from helpers.storage.labels import class_labels
 from helpers.setup.config import QUICK_ENV, data_dir, quick_mode
-from helpers.storage.files import file_problem, sha256_of, write_then_rename
+from helpers.storage.files import file_problem, is_regular_file, sha256_of, write_then_rename
 
 Arrays = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -35,6 +37,8 @@ CIFAR_SHA256 = "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 DISPLAY_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
 # Stand-ins exist only for quick mode: (train, test) sizes small enough to make in seconds, and what they show.
+# Where quick mode keeps the stand-ins it drew, inside the data folder (`_standin`).
+STANDIN_FOLDER = "standins"
 STANDINS = {"mnist": (12_000, 2_000, "digits drawn from stroke glyphs"),
             "cifar10": (6_000, 1_000, "ten classes of coloured shapes")}
 # What Keras's loaders read in their cache folder (keras.utils.get_file's download target for each dataset).
@@ -244,7 +248,35 @@ def _load(name: str, local: Path, read_local, make_standin, allow_download: bool
           f"uses a generated stand-in ({n_train:,} train / {n_test:,} test images, {what}); "
           f"accuracies and losses on the real {DISPLAY_NAMES[name]} will differ.")
     _sources[name] = "stand-in (generated)"
-    return make_standin(n_train, seed=1), make_standin(n_test, seed=2)
+    return _standin(name, local.parent, make_standin, n_train, n_test)
+
+
+def _standin(name: str, folder: Path, make_standin, n_train: int, n_test: int) -> Arrays:
+    """The stand-in, drawn once per data folder and kept in `standins/` there: drawing 14,000 digits takes seconds,
+    and quick mode's notebooks and their child processes load it about twenty times. The file's name holds a hash
+    of the generator's code and the sizes, so a changed generator draws anew; a file that does not read back whole
+    is drawn again and replaced; where the folder cannot be written, each call draws it."""
+    code = inspect.getsource(standins).encode()
+    key = hashlib.sha256(code + f"{n_train},{n_test}".encode()).hexdigest()[:12]
+    cache = folder / STANDIN_FOLDER
+    path = cache / f"{name}-{key}.npz"
+    if not cache.is_symlink() and not path.is_symlink() and is_regular_file(path):
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                arrays = (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])
+            if len(arrays[0][0]) == n_train and len(arrays[1][0]) == n_test:
+                return arrays
+        except Exception:   # cut short or damaged: drawn again below
+            pass
+    arrays = make_standin(n_train, seed=1), make_standin(n_test, seed=2)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        if not cache.is_symlink():   # a writer never follows a symlink
+            with write_then_rename(path, durable=False) as tmp, open(tmp, "wb") as f:
+                np.savez(f, x_train=arrays[0][0], y_train=arrays[0][1], x_test=arrays[1][0], y_test=arrays[1][1])
+    except OSError:
+        pass   # a read-only data folder: the stand-in is drawn on every call
+    return arrays
 
 
 def load_mnist(data_dir_override: Path | None = None, allow_download: bool = True) -> Arrays:
