@@ -91,7 +91,7 @@ def conv_block(x, filters):
     """Conv 3x3 → BatchNorm → ReLU: the article's repeating unit, with BatchNorm's averages over
     ~10 steps, not ~100."""
     x = keras.layers.Conv2D(filters, (3, 3), padding="same")(x)
-    x = keras.layers.BatchNormalization(momentum=0.9)(x)  # Keras's default: 0.99 (section 4)
+    x = keras.layers.BatchNormalization(momentum=0.9)(x)  # Keras's default: 0.99 (section 5)
     return keras.layers.Activation("relu")(x)
 
 

@@ -137,7 +137,7 @@ def exposure_warning(what: str, ports: int | list[int]) -> str:
     ports = [ports] if isinstance(ports, int) else list(ports)
     where = f"port {ports[0]}" if len(ports) == 1 else f"ports {', '.join(map(str, ports[:-1]))} and {ports[-1]}"
     return (f"Note: {what} listens on {where} on every network interface of this machine, without "
-            f"authentication; anyone who can reach that port can use it. Use it on a private network or behind a "
+            f"authentication; anyone who can reach it can use it. Use it on a private network or behind a "
             f"firewall. It stops when its `with` block (this cell) ends.")
 
 
