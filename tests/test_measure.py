@@ -155,9 +155,10 @@ def test_rates_survive_steps_per_execution_that_does_not_divide_the_steps():
     assert len(clock.times) == 3                          # calls of 4, 4 and 2 steps (Keras says steps 4, 8, 12)
     epoch = clock.epoch()
     assert epoch.samples == 10 * 8                        # (last step index + 1) × batch would give 96
-    assert 8 / 0.005 * 0.5 < epoch.rate <= 8 / 0.005 * 1.01   # 1,600 samples/s at most
+    # At most 1,600 samples/s; at least 30 % of it (the rate is not off by a factor, even on a loaded machine).
+    assert 8 / 0.005 * 0.3 < epoch.rate <= 8 / 0.005 * 1.01
     again = fit_epoch(model, x=sleepy(10, 8, 0.005), batch_size=8)
-    assert again.samples == 80 and 8 / 0.005 * 0.5 < again.rate <= 8 / 0.005 * 1.01
+    assert again.samples == 80 and 8 / 0.005 * 0.3 < again.rate <= 8 / 0.005 * 1.01
     with pytest.raises(ValueError, match="trained on 80 samples, not the 96 expected"):
         fit_epoch(model, x=sleepy(10, 8, 0.005), batch_size=8, samples=96)
 

@@ -426,7 +426,7 @@ def test_each_half_day_says_what_to_drop_when_it_runs_late():
     text = workshop.page(None, paths)
     one_day = text[text.index("## One day"):text.index("## Two days")]
     assert one_day.count("**Running late?** Drop, in this order: ") == 2
-    assert "05 §6 (Diagnose an input-bound pipeline, and the fixed one)" in one_day
+    assert "05 §3 (One technique at a time, on the page cache and on a slow store)" in one_day
 
 
 def test_the_day_starts_in_quick_mode_and_warns_before_notebook_06():

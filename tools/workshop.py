@@ -84,10 +84,10 @@ PLANS = {
                 "build the pipeline over shards step by step, train with a validation split, and ask whether "
                 "the pipeline could feed a GPU"),
     ], [
-        Planned("Is training input-bound?", "05", ["1", "2", "3", "6", "8"], [],
-                "write block records, time the pipeline alone, the model alone and both together, tell a "
-                "slow pipeline from a cheap one, and see streaming train under a memory budget that kills "
-                "loading"),
+        Planned("Is training input-bound?", "05", ["1", "2", "3", "8"], [],
+                "write block records, time the pipeline alone, the model alone and both together, measure "
+                "each tf.data technique on the page cache and a slow store, and see streaming train under a "
+                "memory budget that kills loading"),
         Planned("Bigger than memory, demonstrated", "06", ["1", "6"], [],
                 "see training stream a dataset larger than its memory budget while loading the same data is "
                 "killed", demo=True),
@@ -113,17 +113,15 @@ PLANS = {
         Planned("Profiling a pipeline", "05", ["1", "2", "3", "6", "8"], [],
                 "diagnose an input-bound pipeline, measure each tf.data technique with its interval on the "
                 "page cache and a slow store, and show memory flat while streaming"),
-        Planned("Scaling out", "06", "all", [],
+        Planned("Scaling out", "06", ["1", "2", "3", "4", "5", "6"], [],
                 "train on several devices and processes, use the tf.data service and Beam, and train on "
                 "data larger than a memory budget"),
     ], [
         Planned("The capstone", "07", "all", [],
                 "take a folder of photos from bad files to a trained classifier, and prove whether the "
                 "pipeline keeps up"),
-        Planned("Exact resume, global shuffle, Grain", "08", "all", [],
+        Planned("Exact resume, global shuffle, Grain", "08", ["1", "2", "3", "4", "6"], [],
                 "resume an epoch exactly and shuffle globally with ArrayRecord and Grain"),
-        Planned("Choosing for your data", "99", ["1", "2"], [],
-                "choose a format, a reader and its settings for your own data from the decision table"),
     ]],
 }
 PARTS = {"One day": ("Morning", "Afternoon"),
@@ -183,13 +181,13 @@ class Cut:
 LATE_CUTS = {
     "One day": [
         [Cut("03", "block"), Cut("02", "5"), Cut("04", "exercises"), Cut("04", "5")],
-        [Cut("05", "6"), Cut("05", "3"), Cut("05", "2")],
+        [Cut("05", "3"), Cut("05", "2")],
     ],
     "Two days": [
         [Cut("01", "exercises"), Cut("02", "exercises"), Cut("02", "7")],
         [Cut("04", "exercises"), Cut("03", "8"), Cut("04", "8"), Cut("04", "6")],
-        [Cut("06", "7"), Cut("05", "6"), Cut("06", "3"), Cut("05", "3")],
-        [Cut("99", "block"), Cut("08", "5"), Cut("07", "7")],
+        [Cut("05", "6"), Cut("06", "3"), Cut("05", "3")],
+        [Cut("08", "6"), Cut("08", "3"), Cut("07", "7")],
     ],
 }
 
