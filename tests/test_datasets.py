@@ -208,3 +208,18 @@ def test_a_stand_in_is_drawn_once_per_data_folder_and_a_damaged_copy_is_drawn_ag
     damaged = load_mnist()
     assert drawn == [30, 10, 30, 10] and np.array_equal(damaged[0][0], first[0][0])
     assert load_mnist()[0][0].shape == (30, 28, 28) and drawn == [30, 10, 30, 10]   # replaced whole
+
+
+def test_a_symlink_where_the_stand_in_is_kept_is_neither_followed_nor_replaced(data_dir, offline, monkeypatch,
+                                                                               tmp_path_factory):
+    monkeypatch.setenv("TUTORIAL_QUICK", "1")
+    monkeypatch.setitem(datasets.STANDINS, "mnist", (20, 10, "digits drawn from stroke glyphs"))
+    load_mnist()
+    [kept] = (data_dir / datasets.STANDIN_FOLDER).iterdir()
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "target.npz"
+    elsewhere.write_bytes(b"not yours")
+    kept.unlink()
+    kept.symlink_to(elsewhere)
+    (x, _), _ = load_mnist()
+    assert x.shape == (20, 28, 28)                       # drawn again, not read through the link
+    assert kept.is_symlink() and elsewhere.read_bytes() == b"not yours"   # the link and its target untouched

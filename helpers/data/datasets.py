@@ -271,7 +271,8 @@ def _standin(name: str, folder: Path, make_standin, n_train: int, n_test: int) -
     arrays = make_standin(n_train, seed=1), make_standin(n_test, seed=2)
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        if not cache.is_symlink():   # a writer never follows a symlink
+        ours = not path.is_symlink() and (not path.exists() or is_regular_file(path))
+        if not cache.is_symlink() and ours:   # never through a symlink, never over one or over a folder
             with write_then_rename(path, durable=False) as tmp, open(tmp, "wb") as f:
                 np.savez(f, x_train=arrays[0][0], y_train=arrays[0][1], x_test=arrays[1][0], y_test=arrays[1][1])
     except OSError:
