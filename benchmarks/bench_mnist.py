@@ -8,7 +8,7 @@ read with notebook 05's `read_blocks`
 (`helpers.lessons.pipeline_profiling`).
 
 The training comparisons run epochs of 60,000 images, the size of MNIST's training set, as a learner's
-epochs are (a quarter of that at batch 32; the quick run, 2,000). All sides run in one alternation
+epochs are (a sixth of that at batch 32, half for the older article's slow pipeline; the quick run, 2,000). All sides run in one alternation
 (`helpers.measure.alternate`: every side once per round, the order reversed every other round), each
 with a model of its own; files are page-cached. Rates are
 steady-state samples/s (`helpers.measure`: after each epoch's first step); each key is the median
@@ -104,7 +104,8 @@ def run(quick: bool) -> list[Result]:
     n, rounds = (2_000, 1) if quick else (60_000, 12)   # quick: a smoke test, one round after the warm-up
     seed_rounds = 1 if quick else 9
     n_large = 5 * n   # 300,000 images in a full run
-    n_small_batch = n // 4  # batch 32 trains slowly on a CPU: a quarter of the data is plenty
+    n_small_batch = n // 6  # batch 32 trains slowly on a CPU: a sixth of the data (312 steps) is plenty
+    n_seed = n // 2  # the older article's pipeline is the slowest side by far: half the data keeps 9 rounds short
     warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
     keras.utils.set_random_seed(0)
     x, y = digits(n)
@@ -112,7 +113,8 @@ def run(quick: bool) -> list[Result]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-mnist-"))
     try:
         write_shards(zip(x, y), workdir / "raw", "train", 16, total=n, progress=False)
-        write_shards(zip(x, y), workdir / "float", "train", 16, total=n, encoding="float_list", progress=False)
+        write_shards(zip(x[:n_seed], y[:n_seed]), workdir / "float", "train", 16, total=n_seed, encoding="float_list",
+                     progress=False)
         write_blocks(x, y, workdir / "blocks", "train", num_shards=8)
         write_blocks(x[:n_small_batch], y[:n_small_batch], workdir / "blocks-small", "train", num_shards=8)
         write_blocks(np.concatenate([x] * 5), np.concatenate([y] * 5), workdir / "blocks-large", "train", num_shards=16)
@@ -139,8 +141,8 @@ def run(quick: bool) -> list[Result]:
         # The older article's pipeline is the slowest side by far and its key has no goal: 9 rounds, the fewest
         # whose 95 % interval leaves out the extremes.
         seed = alternate({
-            "float memory": fit(float_model, 256, x=x_float, y=y),
-            "seed": fit(float_model, 256, x=seed_pipeline(workdir / "float", 256)),
+            "float memory": fit(float_model, 256, n_seed, x=x_float[:n_seed], y=y[:n_seed]),
+            "seed": fit(float_model, 256, n_seed, x=seed_pipeline(workdir / "float", 256)),
         }, rounds=seed_rounds, warmup=1)
         bs32 = alternate({
             "memory": fit(uint8_model, 32, n_small_batch, x=x[:n_small_batch], y=y[:n_small_batch]),
@@ -185,7 +187,7 @@ def run(quick: bool) -> list[Result]:
         Result("seed_vs_memory_fit_bs256",
                "the older article's pipeline (as notebook 05 runs it: float_list, per-record parse, TF 1.x "
                "behaviour) / float32 arrays", "-",
-               versus(seed, "seed", "float memory", 256), seed.ratio("seed", "float memory")),
+               versus(seed, "seed", "float memory", 256, n_seed), seed.ratio("seed", "float memory")),
         headroom("gpu_headroom_mnist_bs256", "cached alone",
                  "notebook 04's pipeline with a disk cache of parsed batches, alone / training here, batch 256", "≥ 10"),
         headroom("gpu_headroom_mnist_bs256_uncached", "uncached alone",
