@@ -13,8 +13,8 @@ Keys:
   record: each batch read with one call per shard and decoded in one NumPy call) / section 4's per-record form
   (`grain_batches` over zstd shards:
   shuffle, read and decode each record, then batch), the same rounds. The per-record form is timed over the first
-  20 batches of an epoch over the same split (its rate is its per-record work, a few seconds of it show it; a whole
-  epoch of 200,000 records took most of this module's ten minutes). Reported, no goal.
+  10 batches of an epoch over the same split (its rate is its per-record work, a second of it shows it; a whole
+  epoch of 200,000 records each round cost about 18 s idle). Reported, no goal.
 - global_shuffle_vs_buffer_peak_rss: in fresh processes (`benchmarks.shuffle_memory`), the memory a shuffle takes
   while it runs: peak RSS above the process's RSS once TensorFlow is loaded, for `index_shuffle` over a stream of n
   MNIST-sized records / for a shuffle buffer of n/10 of the same records. Goal ≤ 0.5. Each child reads
@@ -22,7 +22,7 @@ Keys:
   that nothing but the shuffle holds them. The two children of a round run at once, one per core: a process's peak
   RSS is its own, whatever runs beside it.
 
-Full run: 200,000 digits, 8 rounds after a warm-up; n = 1,000,000 records for the memory row, 5 rounds.
+Full run: 200,000 digits, 8 rounds after a warm-up; n = 500,000 records for the memory row, 5 rounds.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ BATCH = 1024
 READ_AHEAD = grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)
 ROUNDS = 8                 # full run: 8 rounds after a warm-up, each of the 4 sides in every position twice
 BLOCK = 128                # samples a block record (notebook 08, section 6)
-PER_RECORD_BATCHES = 20    # the per-record form's rate is its per-record work: 20 batches (2 s) show it
+PER_RECORD_BATCHES = 10    # the per-record form's rate is its per-record work: 10 batches (1 s) show it
 MEMORY_ROUNDS, MEMORY_ROUNDS_QUICK = 5, 2
 
 
@@ -136,7 +136,7 @@ def run(quick: bool) -> list[Result]:
     if not sys.platform.startswith("linux"):
         print("bench_grain: the peak-memory row needs Linux's /proc/self/status: skipped", file=sys.stderr)
         return results
-    records = 100_000 if quick else 1_000_000
+    records = 100_000 if quick else 500_000
     rounds = [peak_growths(records) for _ in range(MEMORY_ROUNDS_QUICK if quick else MEMORY_ROUNDS)]
     growth = {mode: Samples([r[mode] for r in rounds]) for mode in MODES}
     results.append(Result(
