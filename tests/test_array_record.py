@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from helpers.storage.array_record import (MANIFEST, ArrayRecordError, array_record_readers, array_record_source,
-                                          decode_batch, decode_record, write_array_records)
+                                          decode_batch, decode_blocks, decode_record, write_array_records)
 
 rng = np.random.default_rng(0)
 IMAGES = rng.integers(0, 256, (50, 4, 4), dtype=np.uint8)
@@ -133,3 +133,42 @@ def test_a_batch_with_a_record_of_the_wrong_size_is_named(tmp_path):
     readers, info = array_record_readers(tmp_path, "train")
     with pytest.raises(ArrayRecordError, match="records of"):
         decode_batch(readers.__getitems__([0, 1]) + [b"short"], info)
+
+
+def test_block_records_round_trip_and_read_by_block(tmp_path):
+    for compress in (True, False):
+        folder = tmp_path / str(compress)
+        info = write_array_records(IMAGES, LABELS, folder, "train", 3, compress=compress, block_size=8)
+        # 7 blocks (the last of 2 samples) shared out 3, 2, 2: no block straddles two shards
+        assert info.block_size == 8 and [s.records for s in info.shards] == [24, 16, 10]
+        source, _ = array_record_source(folder, "train", verify=True)
+        blocks, info = array_record_readers(folder, "train")
+        assert len(source) == len(blocks) == 7
+        images, labels = decode_blocks(blocks.__getitems__([6, 0, 3]), info)
+        ids = np.r_[48:50, 0:8, 24:32]
+        assert np.array_equal(images, IMAGES[ids]) and np.array_equal(labels, LABELS[ids])
+        assert np.array_equal(decode_blocks([source[2]], info)[0], IMAGES[16:24])
+        with pytest.raises(ArrayRecordError, match="a record of"):
+            decode_record(source[0], info)   # a block is not one sample
+
+
+def test_a_block_split_is_not_resumed_with_another_block_size(tmp_path):
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 2, block_size=8)
+    assert write_array_records(IMAGES, LABELS, tmp_path, "train", 2, block_size=8).complete
+    with pytest.raises(FileExistsError):
+        write_array_records(IMAGES, LABELS, tmp_path, "train", 2, block_size=16)
+
+
+@pytest.mark.parametrize("block_size, shards, message", [(0, 2, "block_size"), (True, 2, "block_size"),
+                                                         (8, 8, "7 records leaves shards empty")])
+def test_bad_block_arguments(tmp_path, block_size, shards, message):
+    with pytest.raises(ValueError, match=message):
+        write_array_records(IMAGES, LABELS, tmp_path, "train", shards, block_size=block_size)
+
+
+def test_a_block_of_the_wrong_size_is_named(tmp_path):
+    info = write_array_records(IMAGES, LABELS, tmp_path, "train", 2, block_size=8)
+    blocks, info = array_record_readers(tmp_path, "train")
+    for bad in (blocks[0][:-1], blocks[0] + blocks[1]):   # part of a sample; more samples than a block holds
+        with pytest.raises(ArrayRecordError, match="blocks of"):
+            decode_blocks([blocks[1], bad], info)

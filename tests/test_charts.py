@@ -86,9 +86,9 @@ def test_no_bar_chart_on_a_log_axis(path):
 
 # Legends outside the data (issue 27, item 3): a legend placed by `bbox_to_anchor` beside or below the axes, or a
 # figure legend with loc="outside ...". A bare `ax.legend()` lets matplotlib put it on top of the data.
-# Notebook 08 is another helper's: its one bare legend is listed here until that notebook moves it (strict: the test
-# fails once it is fixed, so the entry is removed then).
-INSIDE_KNOWN = {"08_resume_shuffle_grain.ipynb": "0755ca45"}
+# A notebook whose legend cannot move yet is listed here by name and cell id (a strict xfail: the test fails once
+# it is fixed, so the entry is removed then). None is.
+INSIDE_KNOWN: dict[str, str] = {}
 
 
 def legends_inside(source: str) -> list[str]:

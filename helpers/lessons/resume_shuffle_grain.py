@@ -224,7 +224,8 @@ def loader_rates(model, loaders, batch_size, steps, rounds):
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 6. The proof: Grain alone against a GPU's appetite
 import functools
-from helpers.storage.array_record import decode_batch   # plumbing: a batch's bytes -> arrays
+# plumbing: a batch's bytes -> arrays; the same for block records
+from helpers.storage.array_record import decode_batch, decode_blocks
 
 
 def epoch_order(n, seed, epoch):
@@ -242,5 +243,26 @@ def grain_batch_reads(records, info, batch_size, epochs, seed=1):
     def read(g):
         epoch, first = g // per_epoch, g % per_epoch * batch_size
         return decode_batch(records.__getitems__(order(epoch)[first:first + batch_size]), info)
+
+    return grain.MapDataset.range(epochs * per_epoch).map(read)
+
+
+def grain_block_reads(blocks, info, batch_size, epochs, seed=1):
+    """Grain over block records: element `g` is batch `g` of the run, `batch_size // block_size`
+    blocks read with one `blocks.__getitems__` call and decoded in one NumPy call, their samples
+    shuffled together; every epoch the blocks in a new global order."""
+    if batch_size % info.block_size:
+        raise ValueError(f"batch_size {batch_size} is not a whole number of blocks of "
+                         f"{info.block_size}")
+    per_batch = batch_size // info.block_size   # blocks a batch
+    per_epoch = -(-len(blocks) // per_batch)
+    order = functools.lru_cache(maxsize=2)(lambda epoch: epoch_order(len(blocks), seed, epoch))
+
+    def read(g):
+        epoch, first = g // per_epoch, g % per_epoch * per_batch
+        images, labels = decode_blocks(blocks.__getitems__(order(epoch)[first:first + per_batch]),
+                                       info)
+        mix = np.random.default_rng([seed, epoch, g]).permutation(len(labels))
+        return images[mix], labels[mix]
 
     return grain.MapDataset.range(epochs * per_epoch).map(read)

@@ -6,9 +6,14 @@ format Grain reads (notebook 08).
     image, label = decode_record(source[0], info)
     readers, info = array_record_readers("data/mnist-ar", "train")   # many records in one call per shard
     images, labels = decode_batch(readers.__getitems__([5, 0, 9]), info)
+    write_array_records(images, labels, "data/mnist-ar-blocks", "train", 4, block_size=128)   # block records
+    blocks, info = array_record_readers("data/mnist-ar-blocks", "train")   # blocks[b] is block b's bytes
+    images, labels = decode_blocks(blocks.__getitems__([3, 0]), info)       # blocks 3 and 0's samples
 
-A record is the label as 8 little-endian bytes (int64) followed by the image's bytes (shape and dtype in the
-manifest). Records are compressed with zstd (ArrayRecord's default) unless written with `compress=False`.
+A sample is the label as 8 little-endian bytes (int64) followed by the image's bytes (shape and dtype in the
+manifest). A record holds one sample, or with `block_size=B` a block of B samples back to back (samples
+b*B to b*B + B - 1 of the split in record b; blocks never straddle shards, and only the split's last block may
+be shorter). Records are compressed with zstd (ArrayRecord's default) unless written with `compress=False`.
 Files are `{split}-{index:05d}-of-{N:05d}.array_record`. `array_record_manifest.json` says, per split,
 each shard's record count, size and SHA-256, and whether the split is complete. Each shard is written under a
 temporary name and renamed when whole (`write_then_rename`); the manifest is rewritten atomically after every shard,
@@ -58,10 +63,16 @@ class SplitInfo:
     shards: list[ShardEntry] = field(default_factory=list)
     complete: bool = False
     compressed: bool = True   # zstd, ArrayRecord's default; False: stored as they are
+    block_size: int = 1       # samples per record (the split's last record may hold fewer)
 
     @property
     def record_bytes(self) -> int:
+        """Bytes of one sample: its label and its image."""
         return LABEL_BYTES + int(np.prod(self.image_shape)) * np.dtype(self.image_dtype).itemsize
+
+    def shard_record_counts(self) -> list[int]:
+        """Records in each shard (a shard's `records` counts its samples: its blocks, for a block split)."""
+        return [-(-s.records // self.block_size) for s in self.shards]
 
 
 def shard_file(split: str, index: int, num_shards: int) -> str:
@@ -99,6 +110,8 @@ def _split_info(directory: Path, split: str, entry) -> SplitInfo:
         raise ArrayRecordError(f"{where}: malformed entry ({e}).") from None
     if not all(d > 0 for d in shape) or not isinstance(info.num_shards, int) or info.num_shards < 1:
         raise ArrayRecordError(f"{where}: malformed shape {shape} or shard count {info.num_shards!r}.")
+    if isinstance(info.block_size, bool) or not isinstance(info.block_size, int) or info.block_size < 1:
+        raise ArrayRecordError(f"{where}: malformed block size {info.block_size!r}.")
     for index, shard in enumerate(info.shards):   # a name is used as a path only if it is exactly the expected one
         if shard.file != shard_file(split, index, info.num_shards):
             raise ArrayRecordError(f"{where}: shard {index} is named {shard.file!r}, not "
@@ -111,8 +124,23 @@ def _save(directory: Path, doc: dict, info: SplitInfo) -> None:
     atomic_write_text(directory / MANIFEST, json.dumps(doc, indent=1) + "\n")
 
 
+def shard_samples(n: int, num_shards: int, block_size: int = 1) -> list[int]:
+    """Samples per shard: whole blocks shared out as evenly as they go, the split's short last block (if any) in
+    the last shard.
+
+    >>> shard_samples(10, 3), shard_samples(1000, 3, 128)
+    ([4, 3, 3], [384, 384, 232])
+    """
+    blocks = -(-n // block_size)
+    per_shard = [blocks // num_shards + (i < blocks % num_shards) for i in range(num_shards)]
+    sizes = [b * block_size for b in per_shard]
+    sizes[-1] -= sum(sizes) - n
+    return sizes
+
+
 def write_array_records(images, labels, directory: str | Path, split: str, num_shards: int, *,
-                        num_classes: int | None = None, resume: bool = True, compress: bool = True) -> SplitInfo:
+                        num_classes: int | None = None, resume: bool = True, compress: bool = True,
+                        block_size: int = 1) -> SplitInfo:
     """Write `images` (an array or memmap, shape (n, ...)) and `labels` as `num_shards` ArrayRecord files in
     `directory`, record i of the split being (images[i], labels[i]). Returns the split's manifest entry.
 
@@ -122,6 +150,7 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
     `resume=False`, over an existing split: `FileExistsError` (nothing is overwritten or removed that this writer
     did not create). Bad labels: `ValueError` naming the split and the first bad position, before any write.
     `compress=False` stores records without zstd: larger files, no decompression on every read.
+    `block_size=B` writes block records: record b holds samples b*B to b*B + B - 1, back to back (`decode_blocks`).
 
     >>> import tempfile
     >>> info = write_array_records(np.zeros((10, 2, 2), np.uint8), np.arange(10) % 3, tempfile.mkdtemp(), "t", 3)
@@ -141,18 +170,21 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
     labels = class_labels(labels, f"split {split!r}", num_classes)
     if len(labels) != len(images):
         raise ValueError(f"split {split!r}: {len(images)} images but {len(labels)} labels")
-    n, num_shards = len(images), int(num_shards)
-    if num_shards > n:
-        raise ValueError(f"split {split!r}: {num_shards} shards for {n} records leaves shards empty")
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise ValueError(f"block_size must be a whole number of at least 1, not {block_size!r}")
+    n, num_shards, block_size = len(images), int(num_shards), int(block_size)
+    if num_shards > -(-n // block_size):
+        raise ValueError(f"split {split!r}: {num_shards} shards for {-(-n // block_size)} records leaves shards "
+                         f"empty")
     fresh = SplitInfo(split, list(images.shape[1:]), images.dtype.str, num_shards, n,
-                      fingerprint_arrays(images, labels), compressed=bool(compress))
+                      fingerprint_arrays(images, labels), compressed=bool(compress), block_size=block_size)
     directory.mkdir(parents=True, exist_ok=True)
     with FileLock(directory / f".{split}.array_record.lock", f"split {split!r} in {directory}"):
         doc = _load(directory)
         if split in doc["splits"]:
             old = _split_info(directory, split, doc["splits"][split])
-            same = ((old.fingerprint, old.num_shards, old.image_shape, old.compressed)
-                    == (fresh.fingerprint, num_shards, fresh.image_shape, fresh.compressed))
+            same = ((old.fingerprint, old.num_shards, old.image_shape, old.compressed, old.block_size)
+                    == (fresh.fingerprint, num_shards, fresh.image_shape, fresh.compressed, block_size))
             if not (resume and same):
                 raise FileExistsError(f"{directory}: split {split!r} already holds other data or another layout "
                                       f"(or resume=False); write it to a new folder")
@@ -161,15 +193,19 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
                 return fresh
         for stale in stale_temporaries(directory, rf"{split}-\d{{5}}-of-\d{{5}}\.array_record"):
             stale.unlink()   # a killed writer's half-written shard: ours by its name, never listed
-        sizes = [n // num_shards + (i < n % num_shards) for i in range(num_shards)]
+        sizes = shard_samples(n, num_shards, block_size)
         starts = np.cumsum([0] + sizes)
         for index in range(len(fresh.shards), num_shards):
             name = shard_file(split, index, num_shards)
             with write_then_rename(directory / name) as tmp:
                 options = "group_size:1" if fresh.compressed else "group_size:1,uncompressed"
                 writer = array_record_module.ArrayRecordWriter(str(tmp), options)
-                for i in range(starts[index], starts[index + 1]):
-                    writer.write(labels[i].astype("<i8").tobytes() + np.ascontiguousarray(images[i]).tobytes())
+                for i in range(starts[index], starts[index + 1], block_size):   # one record per block
+                    end = min(i + block_size, starts[index + 1])
+                    rows = np.empty((end - i, fresh.record_bytes), np.uint8)   # label, image; sample by sample
+                    rows[:, :LABEL_BYTES] = labels[i:end].astype("<i8")[:, None].view(np.uint8)
+                    rows[:, LABEL_BYTES:] = np.ascontiguousarray(images[i:end]).reshape(end - i, -1).view(np.uint8)
+                    writer.write(rows.tobytes())
                 writer.close()
             path = directory / name
             fresh.shards.append(ShardEntry(name, sizes[index], path.stat().st_size, sha256_of(path)))
@@ -210,9 +246,9 @@ def array_record_source(directory: str | Path, split: str, *, verify: bool = Fal
     directory = Path(directory)
     info = _checked_split(directory, split, verify)
     source = ArrayRecordDataSource([str(directory / s.file) for s in info.shards])
-    if len(source) != info.total_records:
+    if len(source) != sum(info.shard_record_counts()):
         raise ArrayRecordError(f"{directory}: split {split!r} holds {len(source)} records, the manifest says "
-                               f"{info.total_records}.")
+                               f"{sum(info.shard_record_counts())}.")
     return source, info
 
 
@@ -267,7 +303,7 @@ def array_record_readers(directory: str | Path, split: str, *, verify: bool = Fa
     """
     directory = Path(directory)
     info = _checked_split(directory, split, verify)
-    return ShardReaders([directory / s.file for s in info.shards], [s.records for s in info.shards]), info
+    return ShardReaders([directory / s.file for s in info.shards], info.shard_record_counts()), info
 
 
 def decode_record(record: bytes, info: SplitInfo) -> tuple[np.ndarray, np.int64]:
@@ -300,4 +336,25 @@ def decode_batch(records: list[bytes], info: SplitInfo) -> tuple[np.ndarray, np.
     rows = np.frombuffer(b"".join(records), np.uint8).reshape(len(records), info.record_bytes)
     labels = rows[:, :LABEL_BYTES].copy().view("<i8")[:, 0]
     images = rows[:, LABEL_BYTES:].copy().view(info.image_dtype).reshape(len(records), *info.image_shape)
+    return images, labels
+
+
+def decode_blocks(records: list[bytes], info: SplitInfo) -> tuple[np.ndarray, np.ndarray]:
+    """Block records' `(images, labels)`, every sample of every block in order, in one NumPy call: a block is its
+    samples' bytes back to back, so the blocks joined are rows of label and image bytes. Each block is checked to
+    hold whole samples, at most the manifest's block size.
+
+    >>> info = SplitInfo("t", [2], "|u1", 1, 3, "", block_size=2)
+    >>> sample = lambda label, a, b: label.to_bytes(8, "little") + bytes([a, b])
+    >>> images, labels = decode_blocks([sample(1, 5, 6) + sample(2, 7, 8), sample(0, 9, 9)], info)
+    >>> images.tolist(), labels.tolist()
+    ([[5, 6], [7, 8], [9, 9]], [1, 2, 0])
+    """
+    sizes = set(map(len, records))
+    if any(size % info.record_bytes or not 0 < size <= info.block_size * info.record_bytes for size in sizes):
+        raise ArrayRecordError(f"split {info.split!r}: blocks of {sorted(sizes)} bytes, the manifest's blocks hold "
+                               f"1 to {info.block_size} samples of {info.record_bytes} bytes.")
+    rows = np.frombuffer(b"".join(records), np.uint8).reshape(-1, info.record_bytes)
+    labels = rows[:, :LABEL_BYTES].copy().view("<i8")[:, 0]
+    images = rows[:, LABEL_BYTES:].copy().view(info.image_dtype).reshape(len(rows), *info.image_shape)
     return images, labels
