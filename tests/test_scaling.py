@@ -69,6 +69,24 @@ def test_a_child_that_fails_to_start_is_reported_with_its_output():
         assert children.processes == {}
 
 
+def test_a_child_started_with_stdin_reads_what_it_is_told_after_it_started():
+    # The tf.data service's workers load TensorFlow while the dispatcher does, and learn its address this way.
+    from helpers.setup.processes import ChildProcesses
+
+    program = "import sys; from helpers.setup.processes import READY; print(READY, sys.stdin.readline().strip())"
+    with ChildProcesses() as children:
+        children.start("listener", ["-c", program], wait=False, stdin=True)
+        children.tell("listener", "localhost:5050")
+        children.wait_ready("listener", 60)
+        assert children.ready_words("listener") == "localhost:5050"
+
+
+def test_a_data_service_worker_told_no_address_exits_saying_so():
+    done = subprocess.run([sys.executable, "-m", "helpers.scale.data_service", "worker", "--dispatcher", "-"],
+                          input="", capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode != 0 and "no dispatcher address" in done.stderr, done.stderr[-500:]
+
+
 def test_children_exit_when_their_parent_is_killed(tmp_path):
     # A parent that starts a child and is then SIGKILLed: no cleanup code runs in the parent, yet the child goes.
     pid_file = tmp_path / "child.pid"

@@ -3,6 +3,7 @@
 
     python -m helpers.scale.data_service dispatcher --port 5050
     python -m helpers.scale.data_service worker --dispatcher localhost:5050
+    python -m helpers.scale.data_service worker --dispatcher -   # the address on stdin, once TF is loaded
 """
 from __future__ import annotations
 
@@ -36,15 +37,20 @@ class DataServiceCluster:
     def __enter__(self) -> "DataServiceCluster":
         self.children.__enter__()
         try:
+            # All start at once, so that the workers load TensorFlow while the dispatcher does; each worker
+            # then reads the dispatcher's address on its standard input, once the dispatcher has bound a port.
             self.children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", "0"],
-                                ready_timeout=STARTUP_SECONDS)
+                                wait=False)
+            for index in range(self.n_workers):
+                self.children.start(f"worker-{index}", ["-m", "helpers.scale.data_service", "worker",
+                                                        "--dispatcher", "-"], wait=False, stdin=True)
+            self.children.wait_ready("dispatcher", STARTUP_SECONDS)
             self.port = int(self.children.ready_words("dispatcher"))
             self.target = f"grpc://localhost:{self.port}"
             print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on "
                                    f"ports of their own)", self.port))
-            for index in range(self.n_workers):  # started together, then waited for
-                self.children.start(f"worker-{index}", ["-m", "helpers.scale.data_service", "worker",
-                                                        "--dispatcher", f"localhost:{self.port}"], wait=False)
+            for index in range(self.n_workers):
+                self.children.tell(f"worker-{index}", f"localhost:{self.port}")
             for index in range(self.n_workers):
                 self.children.wait_ready(f"worker-{index}", STARTUP_SECONDS)
         except BaseException:
@@ -65,6 +71,10 @@ def _serve(role: str, port: int, dispatcher: str | None) -> None:
         sys.exit(f"the {role} cannot listen on port {port}: another process is using it. Pick another --port.")
     from helpers.lessons.scaling_out import start_dispatcher, start_worker
 
+    if role == "worker" and dispatcher == "-":   # its address comes on stdin, once the dispatcher has a port
+        dispatcher = sys.stdin.readline().strip()
+        if not dispatcher:
+            sys.exit("the worker was told no dispatcher address on its standard input")
     server = start_dispatcher(port) if role == "dispatcher" else start_worker(dispatcher, port)
     bound = server.target.rsplit(":", 1)[1] if role == "dispatcher" else ""   # port 0: the one it got
     print(f"{READY} {bound}".strip(), flush=True)
@@ -76,7 +86,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m helpers.scale.data_service")
     parser.add_argument("role", choices=["dispatcher", "worker"])
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--dispatcher", default=None, help="host:port of the dispatcher (workers only)")
+    parser.add_argument("--dispatcher", default=None,
+                        help="host:port of the dispatcher (workers only; '-': read it from stdin)")
     arguments = parser.parse_args()
     if arguments.role == "worker" and not arguments.dispatcher:
         parser.error("a worker needs --dispatcher host:port")

@@ -151,14 +151,16 @@ class ChildProcesses:
         self._said: dict[str, str] = {}
 
     def start(self, name: str, args: list[str], env: dict | None = None, ready_timeout: float = 60,
-              wait: bool = True) -> subprocess.Popen:
+              wait: bool = True, stdin: bool = False) -> subprocess.Popen:
         """Run `python *args` as `name`; return once it prints READY (or raise with its last output). With
-        `wait=False`, return at once; `wait_ready(name)` waits later (to start several together)."""
+        `wait=False`, return at once; `wait_ready(name)` waits later (to start several together). With
+        `stdin=True` its standard input is a pipe that `tell(name, line)` writes to."""
         if name in self.processes:
             raise ValueError(f"a child named {name!r} is already running")
         environment = child_environment(env, gpu=False)   # servers: preprocessing, on the CPU
         process = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, env=environment)
+                                   stdin=subprocess.PIPE if stdin else None, text=True,
+                                   env=environment)
         self.processes[name] = process
         self._output[name] = lines = deque(maxlen=20)
         ready = threading.Event()
@@ -188,6 +190,15 @@ class ChildProcesses:
                 raise RuntimeError(f"{name} did not start (exit code {process.returncode}); its last output:\n"
                                    + "\n".join(lines))
 
+    def tell(self, name: str, line: str) -> None:
+        """Write `line` to the standard input of `name` (started with `stdin=True`) and close it."""
+        process = self.processes[name]
+        try:
+            process.stdin.write(line + "\n")
+            process.stdin.close()
+        except BrokenPipeError:   # it has exited: `wait_ready` reports that, with its output
+            pass
+
     def ready_words(self, name: str) -> str:
         """What `name` printed after READY on its ready line ("" if nothing), e.g. the port it bound."""
         return self._said.get(name, "")
@@ -207,8 +218,12 @@ class ChildProcesses:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if process.stdout:
-            process.stdout.close()
+        for pipe in (process.stdout, process.stdin):
+            if pipe and not pipe.closed:
+                try:
+                    pipe.close()
+                except BrokenPipeError:
+                    pass
 
     def stop_all(self) -> None:
         for name in list(self.processes):
