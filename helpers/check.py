@@ -82,7 +82,7 @@ DATA_WRITES = [   # (what, records in quick mode, records in a full run, bytes e
     ("03: CIFAR-10 as PNG files", 700, 60_000, CIFAR_PNG),
     ("04: MNIST shards", 8_000, 80_000, MNIST),
     ("04: a disk cache of parsed batches (float32)", 8_000, 80_000, MNIST_FLOAT),
-    ("05: the same records in three formats", 3 * 6_144, 3 * 70_000, MNIST),
+    ("05: the same records in three formats", 3 * 8_000, 3 * 70_000, MNIST),
     ("05 §8 and 06 §6: photo-sized digits for the memory budget (06 §6 reuses 05's largest split)",
      _photo_sized_records(PHOTO_SIZED_SPLITS_MIB["quick"]), _photo_sized_records(PHOTO_SIZED_SPLITS_MIB["full"]),
      PHOTO_SIZED_PIXELS + 60),
