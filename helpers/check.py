@@ -67,7 +67,7 @@ PHOTO, PHOTO_RESIZED = 33_900, 96 * 96 * 3 + 50
 PHOTO_SIZED_PIXELS = 224 * 224 * 3
 # Notebook 05 §8's `sizes_mib` (MiB of photo-sized digits per split), quick and full; notebook 06 §6 trains on the
 # largest of them, the same folder (a test keeps both in step with the notebooks).
-PHOTO_SIZED_SPLITS_MIB = {"quick": (32, 1_536), "full": (64, 256, 2_048, 4_096)}
+PHOTO_SIZED_SPLITS_MIB = {"quick": (32, 1_280), "full": (64, 256, 2_048, 4_096)}
 
 
 def _photo_sized_records(sizes_mib) -> int:
@@ -95,7 +95,7 @@ DATA_WRITES = [   # (what, records in quick mode, records in a full run, bytes e
 def data_bytes(quick: bool) -> int:
     """What the series writes into the data folder in quick mode or in a full run (derived: `DATA_WRITES`).
 
-    >>> 9e9 < data_bytes(quick=False) < 11e9, 1.5e9 < data_bytes(quick=True) < 2e9
+    >>> 9e9 < data_bytes(quick=False) < 11e9, 1.2e9 < data_bytes(quick=True) < 2e9
     (True, True)
     """
     return sum((q if quick else f) * each for _, q, f, each in DATA_WRITES)

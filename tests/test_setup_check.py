@@ -119,7 +119,7 @@ Usage = namedtuple("Usage", "total used free")
 def test_free_disk_against_what_a_run_writes(tmp_path, monkeypatch):
     monkeypatch.setenv("TUTORIAL_DATA_DIR", str(tmp_path))
     full, quick = check.data_bytes(quick=False), check.data_bytes(quick=True)
-    assert 0 < 4 * quick < full       # quick mode writes a part of a full run (05 §8: 1.6 GB of 6.8)
+    assert 0 < 4 * quick < full       # quick mode writes a part of a full run (05 §8: 1.4 GB of 6.8)
     for free, quick_mode, state in [(full + 1, "0", check.OK), (full - 1, "0", check.FAIL),
                                     (full - 1, "1", check.NOTE), (quick - 1, "1", check.FAIL)]:
         monkeypatch.setenv("TUTORIAL_QUICK", quick_mode)
@@ -184,7 +184,7 @@ def _pick_values(notebook: str, name: str) -> dict:
 
 
 def test_the_photo_sized_writes_follow_notebooks_05_and_06():
-    """The disk check counts 05 §8's photo-sized splits (1.6 GB in quick mode, 6.8 GB in a full run) and 06 §6's,
+    """The disk check counts 05 §8's photo-sized splits (1.4 GB in quick mode, 6.8 GB in a full run) and 06 §6's,
     which trains on the same folder: if either notebook changes its sizes, the check's figure must change too."""
     sizes = _pick_values("05_pipeline_profiling.ipynb", "sizes_mib")
     assert {mode: tuple(v) for mode, v in sizes.items()} == check.PHOTO_SIZED_SPLITS_MIB
