@@ -43,6 +43,25 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ.pop(LOCKS_ENV), ignore_errors=True)
 
 
+def lock(file, exclusive: bool, wait: bool = True) -> None:
+    """Take `file`'s lock, shared or exclusive, waiting for it (else `BlockingIOError` when it is held): a POSIX
+    record lock (`lockf`), which the operating system releases when its holder exits and which a child forked by
+    a test does not inherit (with `flock`, a forked child that outlived a killed test process held the lock, and
+    the other process waited for it)."""
+    fcntl.lockf(file, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB))
+
+
+def unlock(file) -> None:
+    fcntl.lockf(file, fcntl.LOCK_UN)
+
+
+def lock_file(folder: str, name: str):
+    """The lock file `name` in the run's lock folder, opened to read and write (a shared lock reads); the folder
+    is made again if something removed it during the run (opening failed, and the run stopped, before)."""
+    Path(folder).mkdir(mode=0o700, parents=True, exist_ok=True)
+    return open(Path(folder) / name, "a+")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A test marked `alone` times something: it waits until the other process's test (or notebook cell) ends,
@@ -53,13 +72,13 @@ def pytest_runtest_protocol(item, nextitem):
         yield   # one process: nothing runs beside a test
         return
     alone = item.get_closest_marker("alone") is not None
-    with open(Path(folder) / "turnstile", "a") as turnstile, open(Path(folder) / "running", "a") as running:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
+    with lock_file(folder, "turnstile") as turnstile, lock_file(folder, "running") as running:
+        lock(turnstile, exclusive=True)
         try:
-            fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            lock(running, exclusive=alone)
         finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            unlock(turnstile)
         try:
             yield
         finally:
-            fcntl.flock(running, fcntl.LOCK_UN)
+            unlock(running)

@@ -1,5 +1,13 @@
+import errno
+import os
 import pickle
+import signal
+import subprocess
+import sys
 import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,7 +211,7 @@ def test_a_stand_in_is_drawn_once_per_data_folder_and_a_damaged_copy_is_drawn_ag
     assert drawn == [30, 10]                                  # the second call read the kept copy
     for a, b in zip(first, again):
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-    [kept] = (data_dir / datasets.STANDIN_FOLDER).iterdir()
+    [kept] = (data_dir / datasets.STANDIN_FOLDER).glob("*.npz")
     kept.write_bytes(kept.read_bytes()[:100])                 # cut short
     damaged = load_mnist()
     assert drawn == [30, 10, 30, 10] and np.array_equal(damaged[0][0], first[0][0])
@@ -215,7 +223,7 @@ def test_a_symlink_where_the_stand_in_is_kept_is_neither_followed_nor_replaced(d
     monkeypatch.setenv("TUTORIAL_QUICK", "1")
     monkeypatch.setitem(datasets.STANDINS, "mnist", (20, 10, "digits drawn from stroke glyphs"))
     load_mnist()
-    [kept] = (data_dir / datasets.STANDIN_FOLDER).iterdir()
+    [kept] = (data_dir / datasets.STANDIN_FOLDER).glob("*.npz")
     elsewhere = tmp_path_factory.mktemp("elsewhere") / "target.npz"
     elsewhere.write_bytes(b"not yours")
     kept.unlink()
@@ -223,3 +231,130 @@ def test_a_symlink_where_the_stand_in_is_kept_is_neither_followed_nor_replaced(d
     (x, _), _ = load_mnist()
     assert x.shape == (20, 28, 28)                       # drawn again, not read through the link
     assert kept.is_symlink() and elsewhere.read_bytes() == b"not yours"   # the link and its target untouched
+
+
+def _counting(drawn, pause=0.0):
+    """`standins.make_digits` that records each draw's size (and takes `pause` seconds longer)."""
+    real = standins.make_digits
+
+    def draw(n, seed=0):
+        drawn.append(n)
+        time.sleep(pause)
+        return real(n, seed=seed)
+    return draw
+
+
+def test_two_processes_finding_no_stand_in_draw_it_once(data_dir, monkeypatch):
+    # Two at once (threads here: each opens the lock file for itself, as two processes would, so the
+    # lock on it is taken by one at a time). Before the lock, both drew and both wrote.
+    drawn = []
+    draw = _counting(drawn, pause=0.3)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: datasets._standin("mnist", data_dir, draw, 30, 10), range(2)))
+    assert sorted(drawn) == [10, 30]                                  # drawn once, read once
+    assert all(np.array_equal(a[0][0], results[0][0][0]) for a in results)
+    assert [p.name for p in (data_dir / datasets.STANDIN_FOLDER).glob("*.npz*")] == [
+        next((data_dir / datasets.STANDIN_FOLDER).glob("*.npz")).name]   # one file, no leftovers
+
+
+KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+import numpy as np
+from helpers.data import datasets, standins
+def half_then_killed(file, **arrays):   # a writer killed half-way through the file
+    file.write(b"PK" + bytes(5000)); file.flush(); os.kill(os.getpid(), signal.SIGKILL)
+np.savez = half_then_killed
+datasets._standin("mnist", Path(sys.argv[1]), standins.make_digits, 30, 10)
+"""
+
+
+def test_a_writer_killed_mid_file_leaves_no_half_file_and_the_next_load_clears_its_leftover(data_dir):
+    run = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(data_dir)], cwd=Path(__file__).parents[1],
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert run.returncode == -signal.SIGKILL
+    cache = data_dir / datasets.STANDIN_FOLDER
+    [leftover] = cache.glob("*.partial")                               # its temporary file, not a final name
+    assert not list(cache.glob("*.npz"))
+    other = cache / f"cifar10-{'0' * 12}.npz.0123abcd.partial"         # another name's: not this load's
+    other.write_bytes(b"")
+    drawn = []
+    (x, _), _ = datasets._standin("mnist", data_dir, _counting(drawn), 30, 10)
+    assert drawn == [30, 10] and x.shape == (30, 28, 28)
+    assert not leftover.exists() and other.exists()
+    assert datasets._standin("mnist", data_dir, _counting(drawn), 30, 10)[0][0].shape == (30, 28, 28)
+    assert drawn == [30, 10]                                            # kept whole, read back
+
+
+@pytest.mark.parametrize("planted", ["float images", "CIFAR's shape", "labels past 9", "fewer labels"])
+def test_a_file_of_the_stand_ins_name_holding_other_arrays_is_drawn_again(data_dir, planted):
+    drawn = []
+    first = datasets._standin("mnist", data_dir, _counting(drawn), 30, 10)
+    [kept] = (data_dir / datasets.STANDIN_FOLDER).glob("*.npz")
+    arrays = {"x_train": first[0][0], "y_train": first[0][1], "x_test": first[1][0], "y_test": first[1][1]}
+    arrays.update({"float images": {"x_train": first[0][0].astype(np.float32)},
+                   "CIFAR's shape": {"x_train": np.zeros((30, 32, 32, 3), np.uint8)},
+                   "labels past 9": {"y_test": np.full(10, 200, np.uint8)},
+                   "fewer labels": {"y_train": first[0][1][:20]}}[planted])
+    np.savez(kept, **arrays)
+    (x, y), (_, y_test) = datasets._standin("mnist", data_dir, _counting(drawn), 30, 10)
+    assert drawn == [30, 10, 30, 10]
+    assert x.dtype == np.uint8 and x.shape == (30, 28, 28) and y.shape == (30,) and y_test.max() <= 9
+    with np.load(kept) as f:                                           # and replaced by the stand-in
+        assert np.array_equal(f["x_train"], first[0][0]) and np.array_equal(f["y_train"], first[0][1])
+
+
+@pytest.mark.parametrize("planted", ["a symlink to a folder", "a file", "a folder at the file's name"])
+def test_something_planted_at_the_cache_is_neither_followed_nor_replaced(data_dir, tmp_path_factory, planted):
+    cache = data_dir / datasets.STANDIN_FOLDER
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    if planted == "a symlink to a folder":
+        datasets._standin("mnist", elsewhere, standins.make_digits, 30, 10)   # a valid stand-in over there
+        cache.symlink_to(elsewhere / datasets.STANDIN_FOLDER)
+    elif planted == "a file":
+        cache.write_bytes(b"mine")
+    else:   # a folder where the stand-in's file would be
+        datasets._standin("mnist", elsewhere, standins.make_digits, 30, 10)
+        [name] = (p.name for p in (elsewhere / datasets.STANDIN_FOLDER).glob("*.npz"))
+        (cache / name).mkdir(parents=True)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in elsewhere.rglob("*"))
+    drawn = []
+    for _ in range(2):
+        (x, _), _ = datasets._standin("mnist", data_dir, _counting(drawn), 30, 10)
+        assert x.shape == (30, 28, 28)
+    assert drawn == [30, 10, 30, 10]                                   # drawn each time, nothing kept
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in elsewhere.rglob("*")) == before
+    if planted == "a symlink to a folder":
+        assert cache.is_symlink()
+    elif planted == "a file":
+        assert cache.read_bytes() == b"mine"
+    else:
+        assert [p.name for p in cache.iterdir() if p.name != ".lock"] == [name] and (cache / name).is_dir()
+
+
+def test_a_read_only_data_folder_draws_the_stand_in_on_each_call(data_dir, monkeypatch):
+    # As root no folder is read-only, so the refusal is the file system's, played here.
+    real_mkdir = Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if self.parent == data_dir:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    drawn = []
+    for _ in range(2):
+        assert datasets._standin("mnist", data_dir, _counting(drawn), 30, 10)[0][0].shape == (30, 28, 28)
+    assert drawn == [30, 10, 30, 10] and list(data_dir.iterdir()) == []
+
+
+def test_a_data_folder_named_with_spaces_and_unicode_keeps_its_stand_in(tmp_path, offline, monkeypatch):
+    folder = tmp_path / "données d'essai ü 数据"
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(folder))
+    monkeypatch.setenv("TUTORIAL_QUICK", "1")
+    monkeypatch.setitem(datasets.STANDINS, "mnist", (30, 10, "digits drawn from stroke glyphs"))
+    drawn = []
+    monkeypatch.setattr(standins, "make_digits", _counting(drawn))
+    assert np.array_equal(load_mnist()[0][0], load_mnist()[0][0]) and drawn == [30, 10]
+    assert len(list((folder / datasets.STANDIN_FOLDER).glob("mnist-*.npz"))) == 1
+

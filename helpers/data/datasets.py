@@ -5,6 +5,7 @@ line. Instructors fill `data/` ahead of an offline class with `python -m helpers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import inspect
 import os
@@ -23,7 +24,8 @@ from tqdm.auto import tqdm
 from helpers.data import standins
 from helpers.storage.labels import class_labels
 from helpers.setup.config import QUICK_ENV, data_dir, quick_mode
-from helpers.storage.files import file_problem, is_regular_file, sha256_of, write_then_rename
+from helpers.storage.files import (FileLock, file_problem, is_regular_file, sha256_of, temporaries_of,
+                                   write_then_rename)
 
 Arrays = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -41,6 +43,8 @@ DISPLAY_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
 STANDIN_FOLDER = "standins"
 STANDINS = {"mnist": (12_000, 2_000, "digits drawn from stroke glyphs"),
             "cifar10": (6_000, 1_000, "ten classes of coloured shapes")}
+# One image's and one label's shape, as Keras's loaders give them (uint8): what a kept stand-in must hold.
+LAYOUTS = {"mnist": ((28, 28), ()), "cifar10": ((32, 32, 3), (1,))}
 # What Keras's loaders read in their cache folder (keras.utils.get_file's download target for each dataset).
 KERAS_CACHE_FILES = {"mnist": "mnist.npz", "cifar10": "cifar-10-batches-py-target_archive"}
 _REFETCH = "Delete it and run `python -m helpers.data.datasets download`, or copy it again."
@@ -254,29 +258,57 @@ def _load(name: str, local: Path, read_local, make_standin, allow_download: bool
 def _standin(name: str, folder: Path, make_standin, n_train: int, n_test: int) -> Arrays:
     """The stand-in, drawn once per data folder and kept in `standins/` there: drawing 14,000 digits takes seconds,
     and quick mode's notebooks and their child processes load it about twenty times. The file's name holds a hash
-    of the generator's code and the sizes, so a changed generator draws anew; a file that does not read back whole
-    is drawn again and replaced; where the folder cannot be written, each call draws it."""
+    of the generator's code and the sizes, so a changed generator draws anew; a file that does not read back whole,
+    with the generator's shapes and dtypes, is drawn again and replaced. Processes that find it missing at once
+    draw it one at a time (a lock in `standins/`): the others then read it. Nothing is read or written through a
+    symlink, and where the folder cannot be written, each call draws it."""
     code = inspect.getsource(standins).encode()
     key = hashlib.sha256(code + f"{n_train},{n_test}".encode()).hexdigest()[:12]
     cache = folder / STANDIN_FOLDER
     path = cache / f"{name}-{key}.npz"
-    if not cache.is_symlink() and not path.is_symlink() and is_regular_file(path):
+    if (arrays := _kept_standin(cache, path, LAYOUTS[name], n_train, n_test)) is not None:
+        return arrays
+    with contextlib.ExitStack() as held:
+        locked = False
         try:
-            with np.load(path, allow_pickle=False) as f:
-                arrays = (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])
-            if len(arrays[0][0]) == n_train and len(arrays[1][0]) == n_test:
-                return arrays
-        except Exception:   # cut short or damaged: drawn again below
-            pass
-    arrays = make_standin(n_train, seed=1), make_standin(n_test, seed=2)
+            cache.mkdir(parents=True, exist_ok=True)
+            if not cache.is_symlink():
+                held.enter_context(FileLock(cache / ".lock", "the stand-in cache", wait=True))
+                locked = True
+                if (arrays := _kept_standin(cache, path, LAYOUTS[name], n_train, n_test)) is not None:
+                    return arrays   # another process drew it while this one waited
+                for stale in temporaries_of(path):   # a writer killed mid-write left it: none writes now
+                    stale.unlink(missing_ok=True)
+        except OSError:
+            pass   # a read-only data folder, or something else at standins/: drawn, not kept
+        arrays = make_standin(n_train, seed=1), make_standin(n_test, seed=2)
+        # Kept only by the lock's holder, and never over a symlink or a folder at the file's name.
+        if locked and not path.is_symlink() and (not path.exists() or is_regular_file(path)):
+            try:
+                with write_then_rename(path, durable=False) as tmp, open(tmp, "wb") as f:
+                    np.savez(f, x_train=arrays[0][0], y_train=arrays[0][1], x_test=arrays[1][0],
+                             y_test=arrays[1][1])
+            except OSError:
+                pass   # a full disk: drawn on every call
+    return arrays
+
+
+def _kept_standin(cache: Path, path: Path, layout, n_train: int, n_test: int) -> Arrays | None:
+    """The kept stand-in at `path`, or None if there is none, or it is cut short, damaged, reached through a
+    symlink, or holds other arrays than a stand-in of these sizes: uint8 images and labels 0-9 of `layout`'s
+    shapes."""
+    if cache.is_symlink() or path.is_symlink() or not is_regular_file(path):
+        return None
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        ours = not path.is_symlink() and (not path.exists() or is_regular_file(path))
-        if not cache.is_symlink() and ours:   # never through a symlink, never over one or over a folder
-            with write_then_rename(path, durable=False) as tmp, open(tmp, "wb") as f:
-                np.savez(f, x_train=arrays[0][0], y_train=arrays[0][1], x_test=arrays[1][0], y_test=arrays[1][1])
-    except OSError:
-        pass   # a read-only data folder: the stand-in is drawn on every call
+        with np.load(path, allow_pickle=False) as f:
+            arrays = (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])
+    except Exception:   # cut short or damaged
+        return None
+    image, label = layout
+    for (x, y), n in zip(arrays, (n_train, n_test)):
+        if (x.dtype != np.uint8 or y.dtype != np.uint8 or x.shape != (n, *image) or y.shape != (n, *label)
+                or (n and y.max() > 9)):
+            return None
     return arrays
 
 

@@ -225,12 +225,29 @@ def input_bound_verdict(share):
         return "not input-bound"
     return "moderately input-bound" if share <= HIGHLY_INPUT_BOUND else "highly input-bound"
 
-def diagnose_verdict(share, keeps_up=None, cpu_share=None):
-    """The verdict on medians: a waiting share and, where measured, the pipeline alone's rate once
-    started ÷ the model alone's, and its CPU share. Cheap, faster than the model: shared cores."""
-    if share >= NOT_INPUT_BOUND and cpu_share is not None and cpu_share < CHEAP and keeps_up > 1:
-        return "not input-bound (cheap, cores shared)"
-    return input_bound_verdict(share)
+VERDICT_SENTENCES = {   # what each verdict means where the pipeline and the model share the cores
+    "not input-bound": "Training hardly waits for input.",
+    "moderately input-bound": ("The pipeline alone is slower than the model alone: training waits "
+                               "for it, here and beside a GPU."),
+    "highly input-bound": ("The pipeline alone is slower than the model alone: training waits for "
+                           "it, here and beside a GPU."),
+    "keeps up, costly on shared cores": (
+        "The pipeline alone outruns the model but needs half the CPU the model does or more, so on "
+        "shared cores it slows training; with cores to spare it would not be input-bound."),
+    "keeps up, cheap": ("The pipeline alone outruns the model at a small CPU cost: the waiting is the "
+                        "little CPU it takes from the model and each epoch's start-up."),
+    "keeps up": ("The pipeline alone outruns the model (its CPU share was not measured): the waiting "
+                 "is the CPU it takes from the model on shared cores and each epoch's start-up."),
+}
+
+def diagnose_verdict(share, headroom=None, cpu_share=None):
+    """The verdict on medians: the waiting share and, where measured, the headroom (the pipeline
+    alone's rate ÷ the model alone's, over whole epochs) and the pipeline's CPU share."""
+    if share < NOT_INPUT_BOUND or headroom is None or headroom < 1:
+        return input_bound_verdict(share)   # the profiler's: barely waits, or cannot keep up
+    if cpu_share is None:
+        return "keeps up"
+    return "keeps up, cheap" if cpu_share < CHEAP else "keeps up, costly on shared cores"
 
 def crossed_lines(share):
     """The profiler's lines inside the interval of `share` (`Samples`): the verdict is not firm."""
@@ -255,11 +272,8 @@ class Diagnosis:
 
     @property
     def verdict(self):
-        if self.cpu_share is None:
-            return input_bound_verdict(self.waiting_share.median)
-        alone = self.started if self.started is not None else self.pipeline_alone   # once started
-        keeps_up = alone.median / self.model_alone.median
-        return diagnose_verdict(self.waiting_share.median, keeps_up, self.cpu_share.median)
+        cpu_share = self.cpu_share.median if self.cpu_share is not None else None
+        return diagnose_verdict(self.waiting_share.median, self.headroom.median, cpu_share)
 
     @property
     def headroom(self):
@@ -282,17 +296,22 @@ class Diagnosis:
 def describe_diagnosis(d):
     """A `Diagnosis` in words: the verdict, the rates, the CPU share, whether the verdict is firm,
     and the GPU."""
-    text = (f"{d.verdict}: {d.waiting_share.brief('.0%')} of each step waits for input. Pipeline "
-            f"alone {d.pipeline_alone.median:,.0f} samples/s, model alone "
-            f"{d.model_alone.median:,.0f}, "
-            f"together {d.together.median:,.0f} (headroom {d.headroom.median:.1f}×).")
+    text = (f"{d.verdict}: {d.waiting_share.brief('.0%')} of each step waits for input. "
+            f"{VERDICT_SENTENCES[d.verdict]} Pipeline alone {d.pipeline_alone.median:,.0f} "
+            f"samples/s, model alone {d.model_alone.median:,.0f}, "
+            f"together {d.together.median:,.0f} (headroom {d.headroom.median:.2f}×).")
     if d.cpu_share is not None:
-        text += (f" The pipeline takes {d.cpu_share.median:.0%} of the CPU training from it needs, "
-                 f"and runs {d.started.median:,.0f} samples/s alone once started.")
+        text += f" The pipeline takes {d.cpu_share.median:.0%} of the CPU training from it needs."
+    if d.started is not None:
+        text += f" Alone, once started, it runs {d.started.median:,.0f} samples/s."
     if (crossed := crossed_lines(d.waiting_share)) and d.verdict == input_bound_verdict(
             d.waiting_share.median):
         text += (f" The interval crosses the profiler's {' and '.join(crossed)} "
                  f"line{'s' * (len(crossed) > 1)}: the verdict, from the median, is not firm.")
+    low, high = d.headroom.interval
+    if d.waiting_share.median >= NOT_INPUT_BOUND and low < 1 <= high:
+        text += (" The headroom's interval holds 1: whether the pipeline keeps up alone is not "
+                 "firm.")
     if d.feeds_gpu == "no measurable margin":
         text += (f" Its interval holds the {d.gpu_appetite:,.0f} samples/s a GPU trains: "
                  f"no measurable margin.")
