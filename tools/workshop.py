@@ -291,7 +291,7 @@ SETUP_CHECK_SECTION = "Is this machine ready for the series?"   # notebook 01's 
 ALWAYS_TAUGHT = ("Title", "Overview", "Setup", SETUP_CHECK_SECTION, "Summary", "Next")
 
 
-def block(title: str, path: Path, taught, exercise_numbers, record: dict | None) -> Block:
+def block(title: str, path: Path, taught, exercise_numbers, record: dict | None, demo: bool = False) -> Block:
     """One block of a plan with its learner minutes (see the module's docstring for the formula).
 
     `taught` is "all" or a list of section numbers; `exercise_numbers` is "all" or a list of exercise numbers.
@@ -300,6 +300,8 @@ def block(title: str, path: Path, taught, exercise_numbers, record: dict | None)
     seconds = run_seconds(record, path.name)
     numbered = [s.key for s in sections if s.key.isdigit()]
     keys = set(numbered if taught == "all" else taught) | set(ALWAYS_TAUGHT)
+    if demo:   # the instructor's machine ran the setup cell before the block: nobody reads it on the projector
+        keys.discard("Setup")
     if taught == "all":
         keys |= {"Check your work", "Exercises"}
     chosen = [s for s in sections if s.key in keys]
@@ -328,7 +330,7 @@ def full_run_minutes(notebook: str, readme: Path = ROOT / "README.md") -> float 
 def planned_block(planned: Planned, path: Path, record: dict | None) -> Block:
     """A block of a plan: learner time as `block` computes it; a demonstration waits for the notebook's full run
     (the README's figure, the whole notebook's: the sections before the one shown run first)."""
-    made = block(planned.title, path, planned.taught, planned.exercises, record)
+    made = block(planned.title, path, planned.taught, planned.exercises, record, demo=planned.demo)
     made.objective, made.demo = planned.objective, planned.demo
     if planned.demo:
         made.waiting = full_run_minutes(planned.notebook) or 0.0
@@ -645,7 +647,8 @@ def page(record: dict | None, paths: list[Path]) -> str:
         "",
         f"- **reading**: the prose of the sections taught, at {READ_WPM} words a minute (text studied, not skimmed);",
         f"- **code**: per code cell taught, {CELL_MINUTES:g} minute to run it and look at its output, plus "
-        f"{LINE_MINUTES:g} minute per line to read it beside the prose that explains it;",
+        f"{LINE_MINUTES:g} minute per line to read it beside the prose that explains it (a demonstration leaves out "
+        "its setup cell, which the instructor ran before the block);",
         "- **waiting**: the measured run time of every cell of the notebook, taught or not: learners run the sections "
         "they skip too (later sections and the checks use their variables), without stopping to read them;",
         f"- **exercises**: the statement at the same reading rate, {WRITE_MINUTES:g} minute per line of the "
