@@ -234,10 +234,12 @@ VERDICT_SENTENCES = {   # what each verdict means where the pipeline and the mod
     "keeps up, costly on shared cores": (
         "The pipeline alone outruns the model but needs half the CPU the model does or more, so on "
         "shared cores it slows training; with cores to spare it would not be input-bound."),
-    "keeps up, cheap": ("The pipeline alone outruns the model at a small CPU cost: the waiting is the "
-                        "little CPU it takes from the model and each epoch's start-up."),
-    "keeps up": ("The pipeline alone outruns the model (its CPU share was not measured): the waiting "
-                 "is the CPU it takes from the model on shared cores and each epoch's start-up."),
+    "keeps up, cheap": (
+        "The pipeline alone outruns the model at a small CPU cost: the waiting is the little CPU "
+        "it takes from the model and each epoch's start-up."),
+    "keeps up": (
+        "The pipeline alone outruns the model (its CPU share was not measured): the waiting is "
+        "the CPU it takes from the model on shared cores and each epoch's start-up."),
 }
 
 def diagnose_verdict(share, headroom=None, cpu_share=None):
