@@ -28,6 +28,9 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.nodeid.startswith("notebooks/"):
             item.add_marker(pytest.mark.xdist_group("notebooks"))
+            cell = getattr(item, "cell", None) or {}   # nbval's cell; tag "alone": it times what it asserts
+            if "alone" in cell.get("metadata", {}).get("tags", []):
+                item.add_marker(pytest.mark.alone)
 
 
 LOCKS_ENV = "BTM_TEST_LOCKS"   # the folder of the run's locks, made by the main process, read by the workers

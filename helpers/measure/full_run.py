@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FULL_RUN_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "last_full_run.txt"
-MEASURED = ("the maintainers' full benchmark run of 2026-12-02 (`python -m benchmarks.run` on an idle 2-core "
+MEASURED = ("the maintainers' full benchmark run of 2026-12-03 (`python -m benchmarks.run` on an idle 2-core "
             "x86-64 VM without a GPU; benchmarks/last_full_run.txt)")
 _NUMBER = r"-?[\d,]+(?:\.\d+)?"
 _ROW = re.compile(rf"^(?P<key>[a-z]\w*)\s+(?P<median>{_NUMBER})"
