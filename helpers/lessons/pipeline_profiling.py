@@ -175,9 +175,9 @@ def trace_training_step(model, first_batch):
     """Trace `model`'s training step, for `first_batch`'s size and for a shorter batch (Keras
     traces it again for each new batch size, and an epoch's last batch is often shorter): the
     warm-up timed epochs need, in three steps instead of a whole round of untimed epochs."""
-    x, y = first_batch
-    model.fit(tf.data.Dataset.from_tensors((x, y)).repeat(2), verbose=0)
-    model.fit(tf.data.Dataset.from_tensors((x[:1], y[:1])), verbose=0)
+    shorter = tf.nest.map_structure(lambda tensor: tensor[:1], first_batch)
+    model.fit(tf.data.Dataset.from_tensors(first_batch).repeat(2), verbose=0)
+    model.fit(tf.data.Dataset.from_tensors(shorter), verbose=0)
 
 def fit_epoch_cpu(model, x, batch_size, spent):
     """`fit_epoch(model, x=x, batch_size=batch_size)`, appending to `spent` its CPU seconds."""
