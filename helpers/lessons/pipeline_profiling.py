@@ -149,6 +149,7 @@ def article_pipeline(files, n_records, batch_size, shuffle_buffer=SHUFFLE_BUFFER
 import time
 
 import keras
+import tensorflow as tf
 
 from helpers.measure import fit_epoch, pipeline_epoch
 
@@ -169,6 +170,14 @@ def pipeline_epoch_cpu(dataset, spent):
     epoch = pipeline_epoch(dataset)
     spent.append(time.process_time() - start)
     return epoch
+
+def trace_training_step(model, first_batch):
+    """Trace `model`'s training step, for `first_batch`'s size and for a shorter batch (Keras
+    traces it again for each new batch size, and an epoch's last batch is often shorter): the
+    warm-up timed epochs need, in three steps instead of a whole round of untimed epochs."""
+    shorter = tf.nest.map_structure(lambda tensor: tensor[:1], first_batch)
+    model.fit(tf.data.Dataset.from_tensors(first_batch).repeat(2), verbose=0)
+    model.fit(tf.data.Dataset.from_tensors(shorter), verbose=0)
 
 def fit_epoch_cpu(model, x, batch_size, spent):
     """`fit_epoch(model, x=x, batch_size=batch_size)`, appending to `spent` its CPU seconds."""
@@ -330,8 +339,8 @@ from helpers.measure import alternate, fit_epoch, pipeline_epoch
 
 def diagnose(make, model, *, rounds=6, gpu_appetite=None):
     """Is training `model` from `make()` (a fresh tf.data.Dataset of batches per call) input-bound
-    here? The pipeline alone, the model alone and the two together in alternating rounds, after a
-    warm-up round; the first two also count the CPU seconds they used."""
+    here? The pipeline alone, the model alone and the two together in alternating rounds, after
+    `trace_training_step`; the first two also count the CPU seconds they used."""
     steps = int(make().cardinality())
     if steps < 2:
         raise ValueError("diagnose needs a dataset of known length with at least two batches: a "
@@ -340,6 +349,7 @@ def diagnose(make, model, *, rounds=6, gpu_appetite=None):
                          "records (read_split does this from the manifest)")
     first = next(iter(make()))   # the first batch, held in memory: the model alone pays no input
     batch_size = int(first[0].shape[0])
+    trace_training_step(model, first)   # the warm-up
     cpu = {"pipeline alone": [], "model alone": []}
     measured = alternate({
         "pipeline alone": lambda: pipeline_epoch_cpu(make(), cpu["pipeline alone"]),
@@ -347,12 +357,11 @@ def diagnose(make, model, *, rounds=6, gpu_appetite=None):
             model, tf.data.Dataset.from_tensors(first).repeat(steps), batch_size,
             cpu["model alone"]),
         "together": lambda: fit_epoch(model, x=make(), batch_size=batch_size),
-    }, rounds=rounds, warmup=1)
+    }, rounds=rounds, warmup=0)
     alone, together = measured.epochs["model alone"], measured.epochs["together"]
     several_marks = all(e.seconds > e.start_up for e in alone + together)   # else none after step 1
-    kept = slice(-rounds, None)   # the timed rounds: the warm-up round's CPU seconds came first
-    cpu_share = pipeline_cpu_share(cpu["pipeline alone"][kept], measured.epochs["pipeline alone"],
-                                   cpu["model alone"][kept], alone)
+    cpu_share = pipeline_cpu_share(cpu["pipeline alone"], measured.epochs["pipeline alone"],
+                                   cpu["model alone"], alone)
     return Diagnosis(measured.samples("pipeline alone"), measured.samples("model alone"),
                      measured.samples("together"), waiting_share(alone, together), gpu_appetite,
                      waiting_share(alone, together, True) if several_marks else None,
