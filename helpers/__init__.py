@@ -13,7 +13,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07 08 99
     setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07 08 99
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
-    setup/processes.py          child processes that stop with their parent; ports                   06 07
+    setup/processes.py          child processes that stop with their parent; ports                   07
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08 99
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
