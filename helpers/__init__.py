@@ -29,7 +29,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/full_run.py         the maintainers' last full benchmark run, read by key               02 03 04 05 07 08
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
-    scale/data_service.py       a tf.data service cluster of processes on this machine               06
+    scale/data_service.py       a tf.data service here: the dispatcher in-process, worker processes  06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
     scale/slow_store.py         a folder served read-only through FUSE with a remote store's waits  04 05 07

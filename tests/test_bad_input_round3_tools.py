@@ -340,10 +340,11 @@ def test_the_data_service_binds_port_0_and_reports_the_port_it_got(monkeypatch, 
 
     with _listener(socket.AF_INET, "0.0.0.0") as taken:
         monkeypatch.setattr(data_service, "free_port", lambda: taken.getsockname()[1], raising=False)
-        with data_service.DataServiceCluster(workers=0) as cluster:     # the dispatcher alone: one process
+        with data_service.DataServiceCluster(workers=0) as cluster:     # the dispatcher alone, in this process
             assert cluster.port != taken.getsockname()[1] and port_is_taken(cluster.port)
             assert cluster.target == f"grpc://localhost:{cluster.port}"
             assert str(cluster.port) in capsys.readouterr().out
+        assert not port_is_taken(cluster.port)   # stopped when the block ended
 
 
 # ---------------------------------------------------------------- writes that survive a power cut

@@ -87,8 +87,8 @@ WORKER_TIMEOUT_MS = 2_000   # … and one silent for two seconds is taken as gon
 
 
 def start_dispatcher(port):
-    """Start the tf.data service's dispatcher on `port`; it serves until its process ends (`.join()`
-    waits)."""
+    """Start the tf.data service's dispatcher on `port`; it serves until `.stop()` or until its
+    process ends (`.join()` waits)."""
     service = tf.data.experimental.service
     return service.DispatchServer(
         service.DispatcherConfig(port=port, worker_timeout_ms=WORKER_TIMEOUT_MS))

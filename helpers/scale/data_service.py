@@ -1,5 +1,5 @@
-"""A tf.data service on this machine: one dispatcher and N workers, each its own process running notebook 06's
-`start_dispatcher` / `start_worker` (`helpers.lessons.scaling_out`), as each machine of a cluster would:
+"""A tf.data service on this machine: one dispatcher, in this process, and N workers, each its own process, running
+notebook 06's `start_dispatcher` / `start_worker` (`helpers.lessons.scaling_out`). On a cluster each machine runs one:
 
     python -m helpers.scale.data_service dispatcher --port 5050
     python -m helpers.scale.data_service worker --dispatcher localhost:5050
@@ -19,14 +19,17 @@ STARTUP_SECONDS = 180
 
 
 class DataServiceCluster:
-    """A dispatcher and `workers` worker processes on localhost, started and ready inside the `with` block, which
-    prints what they expose; `target` is the address for `distribute(service=...)`. Every server binds port 0
-    and the dispatcher reports the port it got: no port is chosen here and bound later, which another process
-    could take in between."""
+    """A dispatcher in this process and `workers` worker processes on localhost, started and ready inside the `with`
+    block, which prints what they expose; `target` is the address for `distribute(service=...)`. The dispatcher
+    only hands out work and is never killed, so it needs no process (nor a TensorFlow start-up) of its own; the
+    workers, which run the pipeline and may be killed, each have one. Every server binds port 0 and the
+    dispatcher reports the port it got: no port is chosen here and bound later, which another process could take
+    in between."""
 
     def __init__(self, workers: int = 2) -> None:
         self.n_workers = workers
         self.children = ChildProcesses()
+        self.dispatcher = None             # the DispatchServer, while the block runs
         self.port: int | None = None       # the dispatcher's, once it is running
         self.target: str | None = None
 
@@ -37,15 +40,15 @@ class DataServiceCluster:
     def __enter__(self) -> "DataServiceCluster":
         self.children.__enter__()
         try:
-            # All start at once, so that the workers load TensorFlow while the dispatcher does; each worker
-            # then reads the dispatcher's address on its standard input, once the dispatcher has bound a port.
-            self.children.start("dispatcher", ["-m", "helpers.scale.data_service", "dispatcher", "--port", "0"],
-                                wait=False)
+            # The workers start first, so that they load TensorFlow while the dispatcher starts here (this process
+            # has it loaded); each then reads the dispatcher's address on its standard input.
             for index in range(self.n_workers):
                 self.children.start(f"worker-{index}", ["-m", "helpers.scale.data_service", "worker",
                                                         "--dispatcher", "-"], wait=False, stdin=True)
-            self.children.wait_ready("dispatcher", STARTUP_SECONDS)
-            self.port = int(self.children.ready_words("dispatcher"))
+            from helpers.lessons.scaling_out import start_dispatcher
+
+            self.dispatcher = start_dispatcher(0)   # port 0: one the system finds free
+            self.port = int(self.dispatcher.target.rsplit(":", 1)[1])
             self.target = f"grpc://localhost:{self.port}"
             print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on "
                                    f"ports of their own)", self.port))
@@ -54,7 +57,7 @@ class DataServiceCluster:
             for index in range(self.n_workers):
                 self.children.wait_ready(f"worker-{index}", STARTUP_SECONDS)
         except BaseException:
-            self.children.__exit__(None, None, None)
+            self.__exit__(None, None, None)
             raise
         return self
 
@@ -63,7 +66,12 @@ class DataServiceCluster:
         self.children.kill(f"worker-{index}")
 
     def __exit__(self, *exc) -> None:
-        self.children.__exit__(*exc)
+        try:
+            self.children.__exit__(*exc)
+        finally:   # the dispatcher last: its port is free again once this returns
+            if self.dispatcher is not None:
+                self.dispatcher.stop()
+                self.dispatcher = None
 
 
 def _serve(role: str, port: int, dispatcher: str | None) -> None:
