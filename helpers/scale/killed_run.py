@@ -80,6 +80,10 @@ def main() -> None:
     exit_with_parent()
     from helpers.setup.notebook import stderr_to_devnull
 
+    # TensorFlow's import also loads JAX (for tf.lite's converter) and matplotlib (for keras.visualization) when
+    # they are installed, a fifth of its CPU time; this child uses neither, and TensorFlow catches the ImportError.
+    for optional in ("jax", "matplotlib"):
+        sys.modules.setdefault(optional, None)
     with stderr_to_devnull():
         import keras
         import tensorflow as tf
