@@ -34,7 +34,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     scale/beam.py               the Beam conversion's source files and its job launcher              06
     scale/slow_store.py         a folder served read-only through FUSE with a remote store's waits  04 05 07
     diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
-    scale/killed_run.py         training runs killed by SIGKILL mid-epoch, in child processes        08
+    scale/killed_run.py         training runs killed by SIGKILL mid-epoch, threads of a child        08
     scale/other_backend.py      the same training on another Keras backend, in a child process       08
     check.py                    is this machine ready: versions, data, disk, servers, platform       01
 

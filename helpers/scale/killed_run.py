@@ -1,20 +1,26 @@
 """Training runs killed by SIGKILL mid-epoch, as a disconnect or a preempted machine stops one (notebook 08).
 
-The child trains notebook 08's id-logging MLP on the first `n` MNIST images with one of the lesson's two recipes
-(`backup`: `BackupAndRestore`; `exact`: the position saved with the model) and kills itself with SIGKILL right after
-its `kill_at`-th batch (counted over the whole run), so the point is exact and nothing gets to clean up. Its
-checkpoints stay in `directory`, for a new process to resume from.
+One child process trains notebook 08's id-logging MLP with the lesson's two recipes (`backup`: `BackupAndRestore`;
+`exact`: the position saved with the model), one run per thread, each on the first `n` MNIST images. A run that has
+trained its `kill_at`-th batch (counted over the whole run) stops right there, in its callback, and trains and writes
+nothing more; once every run has stopped, the process kills itself with SIGKILL, so nothing gets to clean up. The
+checkpoints stay in each run's directory, for a new process to resume from. One process for all the runs pays
+TensorFlow's import (seconds of CPU) once, and it can start before its work is known, importing meanwhile:
 
-    codes = run_killed([("exact", "data/run-a", 2000, 57), ("backup", "data/run-b", 2000, 57)])   # concurrently
-    python -m helpers.scale.killed_run exact data/run-a 2000 57 --epochs 3 --batch-size 64 --save-every 10
+    child = KilledRuns()   # imports TensorFlow now
+    ...
+    code = child.run([("exact", "data/run-a", 2000, 57), ("backup", "data/run-b", 2000, 57)])   # -9
+    code = run_killed([("exact", "data/run-c", 2000, 5)])   # started and given its work at once
 """
 from __future__ import annotations
 
-import argparse
+import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from helpers.setup.processes import child_environment, exit_with_parent
@@ -22,65 +28,109 @@ from helpers.setup.processes import child_environment, exit_with_parent
 KINDS = ("backup", "exact")
 
 
+class KilledRuns:
+    """A child process that imports TensorFlow as soon as it starts, then waits for `run`'s work."""
+
+    def __init__(self, timeout: float = 300) -> None:
+        self.timeout = timeout
+        self.process = subprocess.Popen([sys.executable, "-m", "helpers.scale.killed_run"],
+                                        env=child_environment(gpu=False), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def run(self, runs: list[tuple[str, str | Path, int, int]], *, epochs: int = 3, batch_size: int = 64,
+            save_every: int = 10) -> int:
+        """Train every `(kind, directory, n, kill_at)` at once, each in its own thread, until the process is
+        killed; return its exit code (`-signal.SIGKILL`, as planned). `RuntimeError` with the child's last words
+        if it ended some other way."""
+        work = []
+        for kind, directory, n, kill_at in runs:
+            if kind not in KINDS:
+                raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+            work.append([kind, str(directory), int(n), int(kill_at)])
+        if self.process.poll() is not None or self.process.stdin.closed:
+            raise RuntimeError("this child has had its work already (or has exited): start a new KilledRuns")
+        line = json.dumps({"runs": work, "epochs": int(epochs), "batch_size": int(batch_size),
+                           "save_every": int(save_every)})
+        try:
+            _, err = self.process.communicate(line + "\n", timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, err = self.process.communicate()
+            raise RuntimeError(f"the killed runs {runs} took more than {self.timeout} s:\n{err[-2000:]}")
+        if self.process.returncode != -signal.SIGKILL:
+            raise RuntimeError(f"the killed runs {runs} exited with {self.process.returncode}, not SIGKILL:\n"
+                               f"{err[-2000:]}")
+        return self.process.returncode
+
+
 def run_killed(runs: list[tuple[str, str | Path, int, int]], *, epochs: int = 3, batch_size: int = 64,
-               save_every: int = 10, timeout: float = 300) -> list[int]:
-    """Start one child per `(kind, directory, n, kill_at)` at once and wait for all; return their exit codes
-    (`-signal.SIGKILL` for each run killed as planned). `RuntimeError` with the child's last words if one
-    failed some other way."""
-    children = []
-    for kind, directory, n, kill_at in runs:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
-        args = [sys.executable, "-m", "helpers.scale.killed_run", kind, str(directory), str(int(n)), str(int(kill_at)),
-                "--epochs", str(int(epochs)), "--batch-size", str(int(batch_size)), "--save-every", str(int(save_every))]
-        children.append(subprocess.Popen(args, env=child_environment(gpu=False), stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True))
-    codes = []
-    for child, run in zip(children, runs):
-        _, err = child.communicate(timeout=timeout)
-        if child.returncode != -signal.SIGKILL:
-            raise RuntimeError(f"the killed run {run} exited with {child.returncode}, not SIGKILL:\n{err[-2000:]}")
-        codes.append(child.returncode)
-    return codes
+               save_every: int = 10, timeout: float = 300) -> int:
+    """`KilledRuns(timeout).run(runs, ...)`: start the child and give it its work at once."""
+    return KilledRuns(timeout).run(runs, epochs=epochs, batch_size=batch_size, save_every=save_every)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=KINDS)
-    parser.add_argument("directory")
-    parser.add_argument("n", type=int)
-    parser.add_argument("kill_at", type=int)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--save-every", type=int, default=10)
-    args = parser.parse_args(argv)
+def _fail(message: str) -> None:
+    """Exit at once with `message` on stderr: threads stopped in their callbacks must not hold up the exit."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def main() -> None:
     exit_with_parent()
     from helpers.setup.notebook import stderr_to_devnull
 
+    # TensorFlow's import also loads JAX (for tf.lite's converter) and matplotlib (for keras.visualization) when
+    # they are installed, a fifth of its CPU time; this child uses neither, and TensorFlow catches the ImportError.
+    for optional in ("jax", "matplotlib"):
+        sys.modules.setdefault(optional, None)
     with stderr_to_devnull():
         import keras
         import tensorflow as tf
     tf.config.experimental.enable_op_determinism()   # as the notebook's kernel: the same weights, bit for bit
     from helpers.lessons.resume_shuffle_grain import id_mlp, train_exact, train_with_backup, training_data
 
-    class KillAfter(keras.callbacks.Callback):
-        """SIGKILL right after the run's `kill_at`-th batch: no `finally`, no callback, no flush runs after it."""
+    line = sys.stdin.readline()
+    if not line:
+        _fail("the notebook gave no work")
+    work = json.loads(line)
+    stopped: queue.Queue = queue.Queue()   # (run index, None) when a run stopped as planned, else (index, why)
 
-        def __init__(self, kill_at: int) -> None:
+    class StopAfter(keras.callbacks.Callback):
+        """Right after the run's `kill_at`-th batch, reports it and waits for the SIGKILL: no further batch,
+        callback or write of this run happens."""
+
+        def __init__(self, index: int, kill_at: int) -> None:
             super().__init__()
-            self.kill_at, self.batches = kill_at, 0
+            self.index, self.kill_at, self.batches = index, kill_at, 0
 
         def on_train_batch_end(self, batch, logs=None):
             self.batches += 1
             if self.batches == self.kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
+                stopped.put((self.index, None))
+                threading.Event().wait()   # for ever: the process dies here
 
-    x, y = training_data(args.n)
-    model = id_mlp(args.epochs * args.n * 2)
-    train = train_exact if args.kind == "exact" else train_with_backup
-    train(model, x, y, Path(args.directory), epochs=args.epochs, batch_size=args.batch_size,
-          save_every=args.save_every, callbacks=[KillAfter(args.kill_at)])
-    sys.exit(f"the run ended before its batch {args.kill_at}: nothing was killed")
+    data = {n: training_data(n) for n in {n for _, _, n, _ in work["runs"]}}
+    # The models are built one after another: `id_mlp` seeds the global random generators before it builds.
+    models = [id_mlp(work["epochs"] * n * 2) for _, _, n, _ in work["runs"]]
+
+    def train(index: int) -> None:
+        kind, directory, n, kill_at = work["runs"][index]
+        try:
+            (train_exact if kind == "exact" else train_with_backup)(
+                models[index], *data[n], Path(directory), epochs=work["epochs"], batch_size=work["batch_size"],
+                save_every=work["save_every"], callbacks=[StopAfter(index, kill_at)])
+            stopped.put((index, f"the run ended before its batch {kill_at}: nothing was killed"))
+        except BaseException as e:   # reported by the main thread, which exits with it
+            stopped.put((index, f"{type(e).__name__}: {e}"))
+
+    for index in range(len(work["runs"])):
+        threading.Thread(target=train, args=(index,), daemon=True).start()
+    for _ in work["runs"]:
+        index, why = stopped.get()
+        if why is not None:
+            _fail(f"run {work['runs'][index]}: {why}")
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 if __name__ == "__main__":
