@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,30 @@ def test_every_child_process_of_the_series_is_started_without_the_gpu(tmp_path, 
         env = started_envs[-1]
         assert env is not None and env["CUDA_VISIBLE_DEVICES"] == "" and REHEARSAL_ENV not in env, name
         assert env.get("TF_FORCE_GPU_ALLOW_GROWTH") is None, name
+
+
+def test_a_child_that_skips_unused_imports_still_trains_and_never_loads_them():
+    """`skip_unused_imports` (every TensorFlow child the notebooks start): TensorFlow and Keras still import and
+    train, and neither JAX nor matplotlib was loaded; without the call, TensorFlow loads matplotlib (installed
+    here), so the check can tell the two apart."""
+    code = textwrap.dedent("""
+        import json, sys
+        from helpers.setup.processes import skip_unused_imports
+        if sys.argv[1] == "skip":
+            skip_unused_imports()
+        import keras, numpy as np, tensorflow as tf
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        loss = model.fit(np.ones((8, 2)), np.ones(8), verbose=0).history["loss"][0]
+        loaded = [name for name in ("jax", "matplotlib") if sys.modules.get(name) is not None]
+        print(json.dumps([loss, loaded]))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    runs = {how: subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, env=env,
+                                timeout=180) for how in ("skip", "plain")}
+    for how, run in runs.items():
+        assert run.returncode == 0, (how, run.stderr[-2000:])
+    skipped_loss, skipped_loaded = json.loads(runs["skip"].stdout.strip().splitlines()[-1])
+    _, plain_loaded = json.loads(runs["plain"].stdout.strip().splitlines()[-1])
+    assert skipped_loss > 0 and skipped_loaded == []
+    assert "matplotlib" in plain_loaded

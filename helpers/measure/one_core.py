@@ -29,7 +29,7 @@ from helpers.measure.peak_memory import check_function_name, load_function
 
 FACTORY_ROOTS = ("helpers", "benchmarks")   # a pipeline factory is the series' code: the helpers or a benchmark
 from helpers.storage.files import file_problem
-from helpers.setup.processes import child_environment, exit_with_parent
+from helpers.setup.processes import child_environment, exit_with_parent, skip_unused_imports
 
 # The child's first statements: pin this process before anything imports TensorFlow (helpers.measure's package
 # imports Keras, so even `python -m helpers.measure.one_core` would start TensorFlow's threads unpinned).
@@ -251,6 +251,7 @@ def _reply(doc: dict) -> None:
 def _serve(spec: dict) -> None:
     """The child: pin, start TensorFlow with pools of 1, build the pipeline, then answer requests until stdin ends."""
     exit_with_parent()
+    skip_unused_imports()
     # BOOTSTRAP pinned this process already: every thread TensorFlow starts inherits its one CPU.
     import tensorflow as tf
 

@@ -342,9 +342,10 @@ def _measure(train: str, build: str, mode: str, directory: str, split: str, batc
 
 
 if __name__ == "__main__":
-    from helpers.setup.processes import exit_with_parent
+    from helpers.setup.processes import exit_with_parent, skip_unused_imports
 
     exit_with_parent()  # an interrupted notebook must not leave a training child behind
+    skip_unused_imports()
     arguments = [a for a in sys.argv[1:] if a != "--wait"]
     train_arg, model_arg, mode_arg, directory_arg, split_arg, batch_arg = arguments[:6]
     run = _measure(train_arg, model_arg, mode_arg, directory_arg, split_arg, int(batch_arg),

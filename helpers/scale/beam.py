@@ -17,7 +17,7 @@ import numpy as np
 
 from helpers.storage.files import check_name, file_problem, write_then_rename
 from helpers.storage.labels import class_labels
-from helpers.setup.processes import child_environment, exit_with_parent
+from helpers.setup.processes import child_environment, exit_with_parent, skip_unused_imports
 
 
 def beam_unavailable() -> str | None:
@@ -118,6 +118,7 @@ def _run_conversion(images_path: str, labels_path: str, directory: str, split: s
 
 if __name__ == "__main__":
     exit_with_parent()
+    skip_unused_imports()
     images_arg, labels_arg, directory_arg, split_arg, shards_arg, *beam_arguments = sys.argv[1:]
     for written_file in _run_conversion(images_arg, labels_arg, directory_arg, split_arg, int(shards_arg),
                                         beam_arguments):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from helpers.setup.processes import READY, ChildProcesses, exit_with_parent, exposure_warning, port_is_taken
+from helpers.setup.processes import (READY, ChildProcesses, exit_with_parent, exposure_warning, port_is_taken,
+                                     skip_unused_imports)
 
 
 # How long a server may take to start: on a busy 2-core machine three workers importing TensorFlow at once
@@ -91,6 +92,7 @@ def _serve(role: str, port: int, dispatcher: str | None) -> None:
 
 if __name__ == "__main__":
     exit_with_parent()
+    skip_unused_imports()
     parser = argparse.ArgumentParser(prog="python -m helpers.scale.data_service")
     parser.add_argument("role", choices=["dispatcher", "worker"])
     parser.add_argument("--port", type=int, default=0)

@@ -23,7 +23,7 @@ import sys
 import threading
 from pathlib import Path
 
-from helpers.setup.processes import child_environment, exit_with_parent
+from helpers.setup.processes import child_environment, exit_with_parent, skip_unused_imports
 
 KINDS = ("backup", "exact")
 
@@ -80,10 +80,7 @@ def main() -> None:
     exit_with_parent()
     from helpers.setup.notebook import stderr_to_devnull
 
-    # TensorFlow's import also loads JAX (for tf.lite's converter) and matplotlib (for keras.visualization) when
-    # they are installed, a fifth of its CPU time; this child uses neither, and TensorFlow catches the ImportError.
-    for optional in ("jax", "matplotlib"):
-        sys.modules.setdefault(optional, None)
+    skip_unused_imports()   # this child draws nothing and runs no JAX
     with stderr_to_devnull():
         import keras
         import tensorflow as tf

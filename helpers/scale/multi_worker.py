@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.setup.processes import child_environment, exit_with_parent, exposure_warning, free_port
+from helpers.setup.processes import (child_environment, exit_with_parent, exposure_warning, free_port,
+                                     skip_unused_imports)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ def run_together(commands: list[list[str]], envs: list[dict], timeout: float) ->
 
 if __name__ == "__main__":
     exit_with_parent()
+    skip_unused_imports()
     from helpers.lessons.scaling_out import train_worker   # the program notebook 06 writes
 
     directory_arg, split_arg, epochs_arg, batch_arg = sys.argv[1:5]
