@@ -68,6 +68,7 @@ def test_a_notebook_without_solutions_is_copied_as_it_is():
 
 
 @pytest.mark.book
+@pytest.mark.alone   # notebook 01's check times zlib on two threads against Python's: nothing else may run beside
 def test_the_learner_copy_of_01_runs_and_passes_its_checks(tmp_path):
     """A learner copy executed in quick mode: every cell runs and the checks pass without the solutions."""
     import nbformat
