@@ -154,3 +154,25 @@ def test_a_child_that_skips_unused_imports_still_trains_and_never_loads_them():
     _, plain_loaded = json.loads(runs["plain"].stdout.strip().splitlines()[-1])
     assert skipped_loss > 0 and skipped_loaded == []
     assert "matplotlib" in plain_loaded
+
+
+def test_start_skips_jax_while_tensorflow_imports_and_jax_imports_after_it():
+    """`jax_skipped` (around TensorFlow's import in `start()`): inside it `import jax` fails as if JAX were missing,
+    after it JAX imports as usual (notebook 08's JAX child, or a learner's own cell)."""
+    pytest.importorskip("jax")
+    code = textwrap.dedent("""
+        import sys
+        from helpers.setup.notebook import jax_skipped
+        with jax_skipped():
+            try:
+                import jax
+                print("inside: imported")
+            except ImportError:
+                print("inside: skipped")
+        import jax
+        print("after:", "imported" if sys.modules["jax"] is jax and hasattr(jax, "numpy") else "missing")
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split("\n")[:2] == ["inside: skipped", "after: imported"], run.stdout

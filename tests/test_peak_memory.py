@@ -10,7 +10,7 @@ import pytest
 
 import helpers.measure.peak_memory as peak_memory
 from helpers.data.standins import make_digits
-from helpers.measure.peak_memory import FULL_RUN, budget_unavailable, peak_training_memory
+from helpers.measure.peak_memory import FULL_RUN, budget_unavailable, peak_memory_each, peak_training_memory
 from helpers.storage.tfrecord import write_shards
 
 CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch",
@@ -39,6 +39,24 @@ def test_a_child_past_its_headroom_is_killed_and_one_within_it_finishes(digits_s
     # The budget is the child's own floor + the headroom, and a run that stayed within it finished.
     assert stream.finished and stream.budget_mib == pytest.approx(stream.floor_mib + 384), stream
     assert stream.floor_mib <= stream.peak_mib <= stream.budget_mib
+
+
+def test_one_child_streams_each_split_in_turn_and_reports_a_peak_after_each(digits_split, tmp_path):
+    x, y = make_digits(1_000, seed=9)
+    write_shards(zip(x, y), tmp_path, "train", 2, total=1_000, progress=False)
+    small, large = peak_memory_each("stream", [tmp_path, digits_split], "train", headroom_mib=384, **CHILD)
+    assert (small.samples, large.samples) == (1_000, 20_000), (small, large)   # in the order given
+    assert small.finished and large.finished and small.floor_mib == large.floor_mib > 100
+    # a high-water mark only grows: the later report is at least the earlier one
+    assert small.floor_mib <= small.peak_mib <= large.peak_mib <= large.budget_mib
+
+
+def test_a_child_killed_on_one_split_reports_the_splits_after_it_as_not_reached(digits_split, tmp_path):
+    x, y = make_digits(100, seed=9)
+    write_shards(zip(x, y), tmp_path, "train", 1, total=100, progress=False)
+    killed, after = peak_memory_each("load", [digits_split, tmp_path], "train", headroom_mib=1, **CHILD)
+    assert killed.error.startswith("killed") and killed.samples == 20_000, killed
+    assert not after.finished and after.error.startswith("not reached") and after.samples == 100, after
 
 
 def test_a_peak_past_the_budget_between_two_readings_is_not_reported_as_finished(digits_split, monkeypatch):

@@ -60,6 +60,21 @@ def test_verdict_thresholds_and_gpu_feed_sentence():
     assert "no measurable margin" in str(diagnosis(0.1, alone=(1000, 1600, 2000), gpu=1500))
 
 
+def test_a_pipeline_faster_than_the_gpu_once_started_but_not_over_whole_epochs_is_said_to_be_held_back():
+    """The GPU is judged on whole epochs (start-up included); a faster rate once started is then explained, not
+    left beside "could not feed" as a contradiction (notebook 05 §6 printed both without a word)."""
+    def described(started, alone=(1000.0, 1100.0), gpu=1500.0):
+        return str(Diagnosis(Samples(alone), Samples([500.0] * 2), Samples([450.0] * 2), Samples([0.3] * 2), gpu,
+                             None, None, Samples([started] * 2)))
+
+    held = described(7000.0)
+    assert "Over whole epochs, each one's start-up included, it could not feed a GPU" in held
+    assert held.index("could not feed") < held.index("once started, it runs 7,000 samples/s")
+    assert "what holds it back is the start-up every epoch pays" in held
+    assert "holds it back" not in described(1200.0)                       # slower than the GPU even once started
+    assert "holds it back" not in described(7000.0, alone=(2000.0, 2100.0))   # it feeds the GPU: nothing to explain
+
+
 def shared_cores(waiting, alone, cpu_share=None, started=None):
     """A Diagnosis of a model that trains 100 samples/s alone; `alone`: the pipeline alone's rate over whole
     epochs, start-up included; `started`: after its first batch."""

@@ -313,8 +313,6 @@ def describe_diagnosis(d):
             f"together {d.together.median:,.0f} (headroom {d.headroom.median:.2f}×).")
     if d.cpu_share is not None:
         text += f" The pipeline takes {d.cpu_share.median:.0%} of the CPU training from it needs."
-    if d.started is not None:
-        text += f" Alone, once started, it runs {d.started.median:,.0f} samples/s."
     if (crossed := crossed_lines(d.waiting_share)) and d.verdict == input_bound_verdict(
             d.waiting_share.median):
         text += (f" The interval crosses the profiler's {' and '.join(crossed)} "
@@ -323,11 +321,18 @@ def describe_diagnosis(d):
     if d.waiting_share.median >= NOT_INPUT_BOUND and low < 1 <= high:
         text += (" The headroom's interval holds 1: whether the pipeline keeps up alone is not "
                  "firm.")
+    # the GPU is judged on whole epochs, start-up included, as training pays them
     if d.feeds_gpu == "no measurable margin":
-        text += (f" Its interval holds the {d.gpu_appetite:,.0f} samples/s a GPU trains: "
-                 f"no measurable margin.")
+        text += (f" Over whole epochs its interval holds the {d.gpu_appetite:,.0f} samples/s a "
+                 f"GPU trains: no measurable margin.")
     elif d.feeds_gpu:
-        text += f" It {d.feeds_gpu} feed a GPU that trains {d.gpu_appetite:,.0f} samples/s."
+        text += (f" Over whole epochs, each one's start-up included, it {d.feeds_gpu} feed a GPU "
+                 f"that trains {d.gpu_appetite:,.0f} samples/s.")
+    if d.started is not None:
+        text += f" Alone, once started, it runs {d.started.median:,.0f} samples/s"
+        held_back = d.gpu_appetite and d.feeds_gpu != "could" and d.started.median > d.gpu_appetite
+        text += (": faster than the GPU, so what holds it back is the start-up every epoch pays."
+                 if held_back else ".")
     if d.past_start_up is not None:
         text += (f" Leaving out each epoch's first step (the pipeline's start-up): "
                  f"{d.past_start_up.median:.0%} waits.")

@@ -14,8 +14,9 @@ parent (a notebook kernel with TensorFlow loaded) inherits the parent's `ru_maxr
     from helpers.lessons.tfdata_mnist import article_mlp
     peak_training_memory("load", "data/mnist-tfrecord", "train", train=train_one_epoch, model=article_mlp)
     peak_training_memory("stream", "data/big", "train", headroom_mib=256, train=..., model=...)  # under a budget
+    peak_memory_each("stream", ["data/small", "data/big"], "train", ...)   # one child, each split in turn
     python -m helpers.measure.peak_memory helpers.lessons.pipeline_profiling:train_one_epoch \\
-        helpers.lessons.tfdata_mnist:article_mlp stream data/mnist-tfrecord train 256   # what the child runs
+        helpers.lessons.tfdata_mnist:article_mlp stream train 256 data/mnist-tfrecord   # what the child runs
 
 **The budget** is a limit on the child's resident memory, enforced from here: a watchdog reads the child's RSS
 (`/proc/<pid>/statm`) every few milliseconds and kills the child (SIGKILL) the moment it passes the budget, as
@@ -26,7 +27,13 @@ floor: the child builds the model, reports its resident memory and waits until i
 force before it touches the data. `setrlimit` cannot express this limit: `RLIMIT_AS` counts address space, of which
 TensorFlow reserves gigabytes it never touches, and `RLIMIT_DATA` counts writable mappings (thread stacks among
 them), not resident memory, so the limit and the measured peak would be in different units. A budget needs Linux's
-`/proc` (`budget_unavailable` says why not elsewhere). Introduced in notebooks/05_pipeline_profiling.ipynb.
+`/proc` (`budget_unavailable` says why not elsewhere).
+
+**Several splits in one child** (`peak_memory_each`): the child trains one epoch on each split in turn and reports
+its high-water mark after each. A peak only grows, so each report is the most the process held up to then: for the
+first split its own peak, for a later one an upper bound of its own. Where a way of reading holds about the same
+whatever the size (streaming), one child shows it at every size and pays TensorFlow's start-up once, not once per
+size. Introduced in notebooks/05_pipeline_profiling.ipynb.
 """
 from __future__ import annotations
 
@@ -210,8 +217,26 @@ def peak_training_memory(mode: str, directory: str | Path, split: str, batch_siz
     passing it comes back as a `MemoryRun` whose `error` says so. Any other failure of the child is raised here
     as a `RuntimeError` with its last lines of output.
     """
+    return peak_memory_each(mode, [directory], split, batch_size, timeout, budget_mib, headroom_mib=headroom_mib,
+                            train=train, model=model)[0]
+
+
+def peak_memory_each(mode: str, directories: list[str | Path], split: str, batch_size: int = 256,
+                     timeout: float = 900, budget_mib: float | None = None, *,
+                     headroom_mib: float | None = None, train: Callable | str,
+                     model: Callable | str) -> list[MemoryRun]:
+    """One fresh Python process builds `model(image_shape)` once and trains it for one epoch on `split` of each of
+    `directories` in turn (`train(model, mode, directory, split, batch_size)`); one `MemoryRun` per directory, in
+    order. Each run's `peak_mib` is the process's high-water mark after that epoch: for the first its own peak, for
+    each later one an upper bound of its own (a peak only grows). The splits must hold images of one shape.
+
+    Under a budget, the run the child was killed in says so; the runs after it say they were not reached.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    directories = [str(d) for d in directories]
+    if not directories:
+        raise ValueError("give at least one directory to train on")
     if budget_mib is not None and headroom_mib is not None:
         raise ValueError("give budget_mib (the limit) or headroom_mib (the limit above the child's floor), not both")
     if budget_mib is not None:
@@ -223,31 +248,41 @@ def peak_training_memory(mode: str, directory: str | Path, split: str, batch_siz
         raise RuntimeError(reason)
     functions = [function_name(train), function_name(model)]
     env = child_environment(gpu=False)   # host memory is measured; under a budget CUDA must never load
-    command = [sys.executable, "-m", "helpers.measure.peak_memory", *functions, mode, str(directory), split,
-               str(batch_size), *(["--wait"] if headroom_mib is not None else [])]
+    command = [sys.executable, "-m", "helpers.measure.peak_memory", *functions, mode, split, str(batch_size),
+               *directories, *(["--wait"] if headroom_mib is not None else [])]
     child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env)
     watched = _watch(child, timeout, budget_mib, headroom_mib)
-    start, result = watched.messages[:1], watched.messages[1:]
-    floor, samples, data_mib = (start[0]["floor_mib"], start[0]["samples"], start[0]["data_mib"]) if start \
-        else (0.0, 0, 0.0)
-    if watched.killed_at is not None:
-        return MemoryRun(mode, samples, data_mib, floor, watched.killed_at, watched.budget,
-                         f"killed: its resident memory reached {watched.killed_at:,.0f} MiB, over its budget of "
-                         f"{watched.budget:,.0f} MiB")
+    start, results = watched.messages[:1], watched.messages[1:]
+    floor, splits = (start[0]["floor_mib"], start[0]["splits"]) if start else (0.0, [])
+    sized = [(s["samples"], s["data_mib"]) for s in splits] + [(0, 0.0)] * (len(directories) - len(splits))
     tail = "\n".join(watched.stderr[-5:])
-    if child.returncode == 0 and result:
-        run = MemoryRun(**{**result[-1], "budget_mib": watched.budget})
-        if watched.budget is not None and run.peak_mib > watched.budget:   # between two readings
-            return MemoryRun(**{**run.__dict__, "error": f"its peak, {run.peak_mib:,.0f} MiB, passed its "
-                                                         f"budget of {watched.budget:,.0f} MiB between two readings"})
-        return run
-    if child.returncode < 0:
-        number = -child.returncode
-        name = signal.Signals(number).name if number in signal.valid_signals() else "?"
-        raise RuntimeError(f"the {mode} child process was stopped by signal {number} ({name}), not by its "
-                           f"memory budget; its last output:\n{tail}")
-    raise RuntimeError(f"the {mode} child process failed (exit {child.returncode}):\n{tail}")
+    if watched.killed_at is None and child.returncode != 0:
+        if child.returncode < 0:
+            number = -child.returncode
+            name = signal.Signals(number).name if number in signal.valid_signals() else "?"
+            raise RuntimeError(f"the {mode} child process was stopped by signal {number} ({name}), not by its "
+                               f"memory budget; its last output:\n{tail}")
+        raise RuntimeError(f"the {mode} child process failed (exit {child.returncode}):\n{tail}")
+    if watched.killed_at is None and len(results) != len(directories):
+        raise RuntimeError(f"the {mode} child process reported {len(results)} of {len(directories)} runs:\n{tail}")
+    runs = []
+    for at, (samples, data_mib) in enumerate(sized):
+        if at < len(results):
+            run = MemoryRun(**{**results[at], "budget_mib": watched.budget})
+            if watched.budget is not None and run.peak_mib > watched.budget:   # between two readings
+                run = MemoryRun(**{**run.__dict__, "error": f"its peak, {run.peak_mib:,.0f} MiB, passed its "
+                                                            f"budget of {watched.budget:,.0f} MiB between two "
+                                                            f"readings"})
+        elif at == len(results):   # the run it was killed in
+            run = MemoryRun(mode, samples, data_mib, floor, watched.killed_at, watched.budget,
+                            f"killed: its resident memory reached {watched.killed_at:,.0f} MiB, over its budget "
+                            f"of {watched.budget:,.0f} MiB")
+        else:
+            run = MemoryRun(mode, samples, data_mib, floor, 0.0, watched.budget,
+                            f"not reached: the child was killed on {directories[len(results)]}")
+        runs.append(run)
+    return runs
 
 
 @dataclass
@@ -323,22 +358,28 @@ def _message(line: str) -> dict | None:
     return message if isinstance(message, dict) else None
 
 
-def _measure(train: str, build: str, mode: str, directory: str, split: str, batch_size: int,
-             wait: bool) -> MemoryRun:
-    """In the child: build the model, note the floor, (wait for the budget), train one epoch; `train` and `build`
-    are checked names."""
+def _measure(train: str, build: str, mode: str, split: str, batch_size: int, directories: list[str],
+             wait: bool):
+    """In the child: build the model, note the floor, (wait for the budget), train one epoch on each directory,
+    printing a report after each; `train` and `build` are checked names."""
     from helpers.storage.tfrecord import read_manifest
 
     train_one_epoch, build_model = load_function(train), load_function(build)
-    manifest = read_manifest(directory, split)
-    samples, data_mib = manifest.total_records, manifest.total_records * manifest.spec.nbytes / 2**20
-    model = build_model(manifest.spec.image_shape)
+    manifests = [read_manifest(directory, split) for directory in directories]
+    shapes = {m.spec.image_shape for m in manifests}
+    if len(shapes) > 1:
+        raise ValueError(f"the splits hold images of different shapes ({sorted(shapes)}): one model cannot train "
+                         f"on all of {directories}")
+    sizes = [{"samples": m.total_records, "data_mib": m.total_records * m.spec.nbytes / 2**20} for m in manifests]
+    model = build_model(manifests[0].spec.image_shape)
     floor = _current_rss_mib()
-    print(json.dumps({"floor_mib": floor, "samples": samples, "data_mib": data_mib}), flush=True)
+    print(json.dumps({"floor_mib": floor, "splits": sizes}), flush=True)
     if wait and sys.stdin.readline().strip() != GO:   # the parent is gone or sent something else
         os._exit(1)
-    train_one_epoch(model, mode, directory, split, batch_size)
-    return MemoryRun(mode, samples, data_mib, floor, _peak_rss_mib())
+    for directory, size in zip(directories, sizes):
+        train_one_epoch(model, mode, directory, split, batch_size)
+        run = MemoryRun(mode, size["samples"], size["data_mib"], floor, _peak_rss_mib())
+        print(json.dumps(run.__dict__), flush=True)
 
 
 if __name__ == "__main__":
@@ -347,8 +388,7 @@ if __name__ == "__main__":
     exit_with_parent()  # an interrupted notebook must not leave a training child behind
     skip_unused_imports()
     arguments = [a for a in sys.argv[1:] if a != "--wait"]
-    train_arg, model_arg, mode_arg, directory_arg, split_arg, batch_arg = arguments[:6]
-    run = _measure(train_arg, model_arg, mode_arg, directory_arg, split_arg, int(batch_arg),
-                   wait="--wait" in sys.argv[1:])
-    print(json.dumps(run.__dict__), flush=True)
-    os._exit(0)  # the report is out: skip TensorFlow's teardown (a second or two per child)
+    train_arg, model_arg, mode_arg, split_arg, batch_arg, *directory_args = arguments
+    _measure(train_arg, model_arg, mode_arg, split_arg, int(batch_arg), directory_args,
+             wait="--wait" in sys.argv[1:])
+    os._exit(0)  # the reports are out: skip TensorFlow's teardown (a second or two per child)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import sys
 import warnings
 
 from helpers.setup.accelerator import Accelerator, configure
@@ -25,6 +26,21 @@ def stderr_to_devnull():
 _BRANCH = None   # the Accelerator that start() configured
 
 
+@contextlib.contextmanager
+def jax_skipped():
+    """Inside the block, `import jax` fails as if JAX were not installed; after it, JAX imports as usual.
+    TensorFlow's import loads JAX when it is installed (for tf.lite's converter, which the series never uses):
+    0.5-1 s of every notebook's start here. The notebooks run JAX only in child processes (notebook 08)."""
+    skipped = "jax" not in sys.modules
+    if skipped:
+        sys.modules["jax"] = None   # None in sys.modules: an import of it raises ImportError
+    try:
+        yield
+    finally:
+        if skipped and "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
+
+
 def start(seed: int = 42, cpu_devices: int = 1):
     """Silence TensorFlow's start-up log, seed everything, choose the branch (`helpers.setup.accelerator`),
     print versions, devices and mode, and return `(tf, keras)`. `cpu_devices` splits a GPU-less CPU into that
@@ -39,7 +55,7 @@ def start(seed: int = 42, cpu_devices: int = 1):
     # TF_CPP_MIN_LOG_LEVEL=3 quiets the runtime once loaded; the lines printed while its libraries load
     # ignore it, so the import and the first device query run with C-level stderr sent to /dev/null.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    with stderr_to_devnull():
+    with stderr_to_devnull(), jax_skipped():
         import tensorflow as tf
         import keras
 
