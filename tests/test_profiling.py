@@ -70,7 +70,7 @@ def test_a_pipeline_faster_than_the_gpu_once_started_but_not_over_whole_epochs_i
     held = described(7000.0)
     assert "Over whole epochs, each one's start-up included, it could not feed a GPU" in held
     assert held.index("could not feed") < held.index("once started, it runs 7,000 samples/s")
-    assert "what holds it back is the start-up every epoch pays" in held
+    assert "what holds it back is its work before each epoch's first batch" in held
     assert "holds it back" not in described(1200.0)                       # slower than the GPU even once started
     assert "holds it back" not in described(7000.0, alone=(2000.0, 2100.0))   # it feeds the GPU: nothing to explain
 

@@ -331,8 +331,8 @@ def describe_diagnosis(d):
     if d.started is not None:
         text += f" Alone, once started, it runs {d.started.median:,.0f} samples/s"
         held_back = d.gpu_appetite and d.feeds_gpu != "could" and d.started.median > d.gpu_appetite
-        text += (": faster than the GPU, so what holds it back is the start-up every epoch pays."
-                 if held_back else ".")
+        text += (": faster than the GPU, so what holds it back is its work before each "
+                 "epoch's first batch." if held_back else ".")
     if d.past_start_up is not None:
         text += (f" Leaving out each epoch's first step (the pipeline's start-up): "
                  f"{d.past_start_up.median:.0%} waits.")
