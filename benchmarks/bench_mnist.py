@@ -101,7 +101,7 @@ def seed_pipeline(directory: Path, batch_size: int) -> tf.data.Dataset:
 
 
 def run(quick: bool) -> list[Result]:
-    n, rounds = (2_000, 1) if quick else (60_000, 12)   # quick: a smoke test, one round after the warm-up
+    n, rounds = (2_000, 1) if quick else (60_000, 9)   # quick: a smoke test, one round after the warm-up
     seed_rounds = 1 if quick else 9
     n_large = 5 * n   # 300,000 images in a full run
     n_small_batch = n // 6  # batch 32 trains slowly on a CPU: a sixth of the data (312 steps) is plenty

@@ -96,7 +96,7 @@ class FullRunMemory:
                 f"{self.ratio:.3f}× at {large:,} images ({self.where})")
 
 
-# `python -m benchmarks.run` (bench_profiling.memory): 3 rounds, each a streaming and a loading child at once at
+# `python -m benchmarks.run` (bench_profiling.memory): 2 rounds, each a streaming and a loading child at once at
 # each size, batch 1024, the article's MLP; rows stream_peak_rss_growth_5x and stream_vs_memory_peak_rss_5x of
 # benchmarks/last_full_run.txt (tests/test_blocks_timeline_memory.py checks they agree).
 FULL_RUN = FullRunMemory(images=(200_000, 1_000_000), stream_mib=(786, 778), load_mib=(1_212, 3_033),
