@@ -104,4 +104,4 @@ def test_the_stored_full_run_figure_is_the_benchmarks_last_full_run():
     assert FULL_RUN.images == (number[1], number[3]) and FULL_RUN.stream_mib == (number[0], number[2])
     assert FULL_RUN.load_mib == (number[4], number[5])
     assert FULL_RUN.ratio == pytest.approx(FULL_RUN.stream_mib[1] / FULL_RUN.load_mib[1], abs=0.01)
-    assert "0.256×" in FULL_RUN.sentence() and "1,000,000" in FULL_RUN.sentence()
+    assert "0.258×" in FULL_RUN.sentence() and "1,000,000" in FULL_RUN.sentence()
