@@ -52,7 +52,7 @@ READ_AHEAD = grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)
 ROUNDS = 8                 # full run: 8 rounds after a warm-up, each of the 4 sides in every position twice
 BLOCK = 128                # samples a block record (notebook 08, section 6)
 PER_RECORD_BATCHES = 10    # the per-record form's rate is its per-record work: 10 batches (1 s) show it
-MEMORY_ROUNDS, MEMORY_ROUNDS_QUICK = 5, 2
+MEMORY_ROUNDS, MEMORY_ROUNDS_QUICK = 5, 1   # quick mode: a smoke test, one round
 
 
 def grain_pipeline(directory: Path, batch_size: int = BATCH):

@@ -26,6 +26,9 @@ def _rss_mib(field: str) -> float:
 
 def shuffle_peak_growth(mode: str, n: int) -> float:
     """Peak RSS growth (MiB) while reading n/10 + 2048 records of `n` shuffled by `mode`."""
+    from helpers.setup.processes import skip_unused_imports
+
+    skip_unused_imports()   # TensorFlow's import would load JAX and matplotlib: a fifth of its start, unused here
     import tensorflow as tf
 
     tf.data.Dataset.range(1).map(lambda i: i).get_single_element()   # TensorFlow's own start-up, paid before

@@ -342,6 +342,8 @@ def test_nothing_is_written_outside_the_folder_for_a_bad_split_name(tmp_path):
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
+    from helpers.setup.processes import skip_unused_imports
+    skip_unused_imports()   # a fifth of TensorFlow's start, and this test starts four writers at once
     from helpers.storage.tfrecord import write_shards
 
     out, split, value = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -321,7 +321,6 @@ def describe_diagnosis(d):
     if d.waiting_share.median >= NOT_INPUT_BOUND and low < 1 <= high:
         text += (" The headroom's interval holds 1: whether the pipeline keeps up alone is not "
                  "firm.")
-    # the GPU is judged on whole epochs, start-up included, as training pays them
     if d.feeds_gpu == "no measurable margin":
         text += (f" Over whole epochs its interval holds the {d.gpu_appetite:,.0f} samples/s a "
                  f"GPU trains: no measurable margin.")
