@@ -236,10 +236,10 @@ def input_bound_verdict(share):
 
 VERDICT_SENTENCES = {   # what each verdict means where the pipeline and the model share the cores
     "not input-bound": "Training hardly waits for input.",
-    "moderately input-bound": ("The pipeline alone is slower than the model alone: training waits "
-                               "for it, here and beside a GPU."),
-    "highly input-bound": ("The pipeline alone is slower than the model alone: training waits for "
-                           "it, here and beside a GPU."),
+    "moderately input-bound": ("Over whole epochs the pipeline alone is slower than the model "
+                               "alone: training waits for it, here and beside a GPU."),
+    "highly input-bound": ("Over whole epochs the pipeline alone is slower than the model alone: "
+                           "training waits for it, here and beside a GPU."),
     "keeps up, costly on shared cores": (
         "The pipeline alone outruns the model but needs half the CPU the model does or more, so on "
         "shared cores it slows training; with cores to spare it would not be input-bound."),

@@ -91,9 +91,9 @@ class FullRunMemory:
 
     def sentence(self) -> str:
         (small, large), (s_small, s_large), (l_small, l_large) = self.images, self.stream_mib, self.load_mib
-        return (f"a full run measured streaming's peak at {s_small:,.0f} MiB for {small:,} images and "
-                f"{s_large:,.0f} MiB for {large:,}, loading everything's at {l_small:,.0f} and {l_large:,.0f} MiB: "
-                f"{self.ratio:.3f}× at {large:,} images ({self.where})")
+        return (f"a full run on MNIST-sized digits measured streaming's peak at {s_small:,.0f} MiB for {small:,} "
+                f"digits and {s_large:,.0f} MiB for {large:,}, loading everything's at {l_small:,.0f} and "
+                f"{l_large:,.0f} MiB: streaming ÷ loading {self.ratio:.3f}× at {large:,} digits ({self.where})")
 
 
 # `python -m benchmarks.run` (bench_profiling.memory): 2 rounds, each a streaming and a loading child at once at
