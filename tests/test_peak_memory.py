@@ -59,6 +59,30 @@ def test_a_child_killed_on_one_split_reports_the_splits_after_it_as_not_reached(
     assert not after.finished and after.error.startswith("not reached") and after.samples == 100, after
 
 
+def test_a_directory_named_like_an_option_is_a_directory(tmp_path, monkeypatch):
+    """The child's directories come last on its command line, after a fixed-position flag: one named "--wait"
+    (relative) is trained on, not taken for the flag that makes the child wait for a budget."""
+    x, y = make_digits(100, seed=9)
+    write_shards(zip(x, y), tmp_path / "--wait", "train", 1, total=100, progress=False)
+    monkeypatch.chdir(tmp_path)
+    run, = peak_memory_each("stream", ["--wait"], "train", timeout=120, **CHILD)
+    assert run.finished and run.samples == 100, run
+
+
+@pytest.mark.parametrize("directories", ["data/big", Path("data/big"), b"data/big"])
+def test_one_path_instead_of_a_list_is_refused_before_any_child_starts(directories, monkeypatch):
+    monkeypatch.setattr(peak_memory.subprocess, "Popen", lambda *a, **k: pytest.fail("a child was started"))
+    with pytest.raises(ValueError, match="a list of directories, not one path"):
+        peak_memory_each("stream", directories, "train", **CHILD)
+
+
+@pytest.mark.parametrize("timeout", [None, 0, -1, float("nan"), float("inf"), True, "60"])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_any_child_starts(timeout, monkeypatch):
+    monkeypatch.setattr(peak_memory.subprocess, "Popen", lambda *a, **k: pytest.fail("a child was started"))
+    with pytest.raises(ValueError, match="timeout must be a finite number"):
+        peak_memory_each("stream", ["data/big"], "train", timeout=timeout, **CHILD)
+
+
 def test_a_peak_past_the_budget_between_two_readings_is_not_reported_as_finished(digits_split, monkeypatch):
     # The watchdog here sees nothing (every reading 0 MiB), so the child trains to the end; its own high-water mark
     # passed the budget all the same, and that fails the run.

@@ -16,7 +16,7 @@ parent (a notebook kernel with TensorFlow loaded) inherits the parent's `ru_maxr
     peak_training_memory("stream", "data/big", "train", headroom_mib=256, train=..., model=...)  # under a budget
     peak_memory_each("stream", ["data/small", "data/big"], "train", ...)   # one child, each split in turn
     python -m helpers.measure.peak_memory helpers.lessons.pipeline_profiling:train_one_epoch \\
-        helpers.lessons.tfdata_mnist:article_mlp stream train 256 data/mnist-tfrecord   # what the child runs
+        helpers.lessons.tfdata_mnist:article_mlp stream train 256 go data/mnist-tfrecord   # what the child runs
 
 **The budget** is a limit on the child's resident memory, enforced from here: a watchdog reads the child's RSS
 (`/proc/<pid>/statm`) every few milliseconds and kills the child (SIGKILL) the moment it passes the budget, as
@@ -234,9 +234,14 @@ def peak_memory_each(mode: str, directories: list[str | Path], split: str, batch
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if isinstance(directories, (str, bytes, os.PathLike)):   # one path: iterating it would give its characters
+        raise ValueError(f"directories must be a list of directories, not one path ({directories!r}): "
+                         f"give [{str(directories)!r}]")
     directories = [str(d) for d in directories]
     if not directories:
         raise ValueError("give at least one directory to train on")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise ValueError(f"timeout must be a finite number of seconds above 0, not {timeout!r}")
     if budget_mib is not None and headroom_mib is not None:
         raise ValueError("give budget_mib (the limit) or headroom_mib (the limit above the child's floor), not both")
     if budget_mib is not None:
@@ -248,8 +253,9 @@ def peak_memory_each(mode: str, directories: list[str | Path], split: str, batch
         raise RuntimeError(reason)
     functions = [function_name(train), function_name(model)]
     env = child_environment(gpu=False)   # host memory is measured; under a budget CUDA must never load
+    # the directories last, after a fixed-position flag: no name of theirs can be taken for an option
     command = [sys.executable, "-m", "helpers.measure.peak_memory", *functions, mode, split, str(batch_size),
-               *directories, *(["--wait"] if headroom_mib is not None else [])]
+               "wait" if headroom_mib is not None else "go", *directories]
     child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env)
     watched = _watch(child, timeout, budget_mib, headroom_mib)
@@ -329,7 +335,7 @@ def _watch(child: subprocess.Popen, timeout: float, budget: float | None,
                 break
             if time.monotonic() > deadline:
                 child.kill()
-                raise RuntimeError(f"the memory child ran longer than {timeout:,.0f} s and was stopped")
+                raise RuntimeError(f"the memory child ran longer than {timeout:g} s and was stopped")
             time.sleep(WATCH_INTERVAL if watched.budget is not None else 0.05)
     finally:
         if child.poll() is None:
@@ -387,8 +393,6 @@ if __name__ == "__main__":
 
     exit_with_parent()  # an interrupted notebook must not leave a training child behind
     skip_unused_imports()
-    arguments = [a for a in sys.argv[1:] if a != "--wait"]
-    train_arg, model_arg, mode_arg, split_arg, batch_arg, *directory_args = arguments
-    _measure(train_arg, model_arg, mode_arg, split_arg, int(batch_arg), directory_args,
-             wait="--wait" in sys.argv[1:])
+    train_arg, model_arg, mode_arg, split_arg, batch_arg, wait_arg, *directory_args = sys.argv[1:]
+    _measure(train_arg, model_arg, mode_arg, split_arg, int(batch_arg), directory_args, wait=wait_arg == "wait")
     os._exit(0)  # the reports are out: skip TensorFlow's teardown (a second or two per child)

@@ -30,7 +30,8 @@ _BRANCH = None   # the Accelerator that start() configured
 def jax_skipped():
     """Inside the block, `import jax` fails as if JAX were not installed; after it, JAX imports as usual.
     TensorFlow's import loads JAX when it is installed (for tf.lite's converter, which the series never uses):
-    0.5-1 s of every notebook's start here. The notebooks run JAX only in child processes (notebook 08)."""
+    0.5-1 s of every notebook's start here. The notebooks run JAX only in child processes (notebook 08). What
+    imported inside the block keeps its "no JAX" (tf.lite's `experimental_from_jax` then fails, in this process)."""
     skipped = "jax" not in sys.modules
     if skipped:
         sys.modules["jax"] = None   # None in sys.modules: an import of it raises ImportError
