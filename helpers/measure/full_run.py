@@ -18,7 +18,7 @@ MEASURED = ("the maintainers' full benchmark run of 2026-12-03 (`python -m bench
             "x86-64 VM without a GPU; benchmarks/last_full_run.txt)")
 _NUMBER = r"-?[\d,]+(?:\.\d+)?"
 _ROW = re.compile(rf"^(?P<key>[a-z]\w*)\s+(?P<median>{_NUMBER})"
-                  rf"(?:\s+(?P<low>{_NUMBER})–(?P<high>{_NUMBER})\s+{_NUMBER}–{_NUMBER})?\s+")
+                  rf"(?:\s+(?P<low>{_NUMBER})–(?P<high>{_NUMBER})\s+(?P<min>{_NUMBER})–(?P<max>{_NUMBER}))?\s+")
 
 
 def _number(text: str) -> float:
@@ -28,13 +28,15 @@ def _number(text: str) -> float:
 @dataclass(frozen=True)
 class FullRunFigure:
     """One key of the last full run: its median, the 95 % interval of that median (None for a size, which has
-    no rounds), the detail line under it, and how the run was made (from the file's last line)."""
+    no rounds), the detail line under it, and how the run was made (from the file's last line). `whole_range`: the
+    interval is the rounds' whole range, as the run gives it for too few rounds for a 95 % interval."""
 
     key: str
     median: float
     interval: tuple[float, float] | None
     detail: str
     run: str = ""
+    whole_range: bool = False
 
     def brief(self, fmt: str = ".2f", unit: str = "×") -> str:
         """"21.0× (14.1–25.9)": the median and its interval, as the notebooks print their own."""
@@ -44,11 +46,16 @@ class FullRunFigure:
         return f"{self.median:{fmt}}{unit} ({low:{fmt}}–{high:{fmt}})"
 
     def describe(self, fmt: str = ".2f", unit: str = "×") -> str:
-        """"4.25× (95 % CI 4.13–4.29)", the way the full run printed it."""
+        """"4.25× (95 % CI 4.13–4.29)", the way the full run printed it; "(range 0.26–0.26)" for too few rounds.
+
+        >>> FullRunFigure("k", 0.26, (0.25, 0.27), "", whole_range=True).describe()
+        '0.26× (range 0.25–0.27)'
+        """
         if self.interval is None:
             return f"{self.median:{fmt}}{unit}"
         low, high = self.interval
-        return f"{self.median:{fmt}}{unit} (95 % CI {low:{fmt}}–{high:{fmt}})"
+        label = "range" if self.whole_range else "95 % CI"
+        return f"{self.median:{fmt}}{unit} ({label} {low:{fmt}}–{high:{fmt}})"
 
     def beside(self, fmt: str = ".2f", unit: str = "×") -> str:
         """The sentence a notebook prints after its own figure.
@@ -71,9 +78,11 @@ def read_full_run(path: Path = FULL_RUN_FILE) -> dict[str, FullRunFigure]:
         match = _ROW.match(line)
         if match:
             interval = None if match["low"] is None else (_number(match["low"]), _number(match["high"]))
+            whole_range = interval is not None and interval == (_number(match["min"]), _number(match["max"]))
             following = lines[index + 1] if index + 1 < len(lines) else ""
             detail = following.strip() if following.startswith(" ") else ""
-            rows[match["key"]] = FullRunFigure(match["key"], _number(match["median"]), interval, detail, run)
+            rows[match["key"]] = FullRunFigure(match["key"], _number(match["median"]), interval, detail, run,
+                                               whole_range)
     if not rows:
         raise ValueError(f"{path}: no benchmark rows found (expected the table `python -m benchmarks.run` prints)")
     return rows

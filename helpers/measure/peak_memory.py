@@ -282,8 +282,8 @@ def peak_memory_each(mode: str, directories: list[str | Path], split: str, batch
                                                             f"readings"})
         elif at == len(results):   # the run it was killed in
             run = MemoryRun(mode, samples, data_mib, floor, watched.killed_at, watched.budget,
-                            f"killed: its resident memory reached {watched.killed_at:,.0f} MiB, over its budget "
-                            f"of {watched.budget:,.0f} MiB")
+                            f"killed: its resident memory reached {watched.killed_at:,.1f} MiB, over its budget "
+                            f"of {watched.budget:,.1f} MiB")   # a decimal: rounded whole, the two can read equal
         else:
             run = MemoryRun(mode, samples, data_mib, floor, 0.0, watched.budget,
                             f"not reached: the child was killed on {directories[len(results)]}")
