@@ -90,8 +90,13 @@ def example_from_raw(image: np.ndarray, label: int) -> bytes:
 
 
 class RawExampleEncoder:
-    """`example_from_raw`, about 40% sooner: one Example message is refilled and serialized per record, with the
-    same (deterministic) bytes.
+    """`example_from_raw`, several times sooner for large images, with the same (deterministic) bytes.
+
+    An Example of one bytes feature and one label is, on the wire, a few bytes that depend only on the image's
+    length and the label, then the pixels, then a few more: so each (length, label) pair's bytes around the
+    pixels are taken once from a real serialization and checked against a second one, and every record after
+    that is those bytes joined around its pixels (one copy, where serializing a message copied them several
+    times). A pair whose check fails is serialized as a message every time.
 
     >>> RawExampleEncoder()(np.zeros((28, 28), np.uint8), 7) == example_from_raw(np.zeros((28, 28), np.uint8), 7)
     True
@@ -103,11 +108,34 @@ class RawExampleEncoder:
         self._image.append(b"")
         self._label = self._example.features.feature["label"].int64_list.value
         self._label.append(0)
+        self._around: dict[tuple[int, int], tuple[bytes, bytes] | None] = {}   # (length, label) -> bytes
+
+    def _serialized(self, pixels, label: int) -> bytes:
+        self._image[0] = bytes(pixels)
+        self._label[0] = label
+        return self._example.SerializeToString(deterministic=True)
+
+    def _learn(self, pixels: memoryview, label: int) -> tuple[bytes, bytes] | None:
+        """The bytes before and after the pixels for this length and label, or None if the record is not
+        laid out as prefix + pixels + suffix (then every record of the pair is serialized as a message)."""
+        real = self._serialized(pixels, label)
+        marker = bytes((i * 7 + 1) % 251 for i in range(len(pixels)))   # pixels unlike the framing around them
+        marked = self._serialized(marker, label)
+        at = marked.find(marker)
+        if at < 0 or len(marked) != len(real):
+            return None
+        prefix, suffix = marked[:at], marked[at + len(marker):]
+        return (prefix, suffix) if prefix + bytes(pixels) + suffix == real else None
 
     def __call__(self, image: np.ndarray, label: int) -> bytes:
-        self._image[0] = np.ascontiguousarray(image).tobytes()
-        self._label[0] = int(label)
-        return self._example.SerializeToString(deterministic=True)
+        pixels, label = memoryview(np.ascontiguousarray(image)).cast("B"), int(label)
+        key = (len(pixels), label)
+        if key not in self._around:
+            self._around[key] = self._learn(pixels, label)
+        around = self._around[key]
+        if around is None:
+            return self._serialized(pixels, label)
+        return b"".join((around[0], pixels, around[1]))
 
 
 def example_from_float_list(image: np.ndarray, label: int) -> bytes:
