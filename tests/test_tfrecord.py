@@ -116,6 +116,25 @@ def test_fast_raw_encoder_gives_the_same_bytes_as_the_plain_one():
     assert len(encoder._around) > 30 and all(v is not None for (n, _), v in encoder._around.items() if n >= 16)
 
 
+def test_fast_raw_encoder_finds_the_pixels_whatever_they_look_like():
+    """A hostile user's attack: a one-byte image learnt from pixel 0x01 (a byte of the framing too) once
+    corrupted every later one-byte image of its label; zero-size images of several dimensions, datetimes and
+    object arrays failed to view as bytes; labels that are per-record ids grew the encoder's memory."""
+    encoder = T.RawExampleEncoder()
+    for first, then in ((1, 0), (10, 200), (0, 1)):
+        encoder(np.array([[first]], np.uint8), 3)
+        image = np.array([[then]], np.uint8)
+        assert encoder(image, 3) == T.example_from_raw(image, 3), (first, then)
+    for image in (np.zeros((3, 2, 0), np.uint8), np.zeros((2, 2), "datetime64[s]"), np.zeros((2,), "timedelta64[ms]"),
+                  np.array([True]), np.uint8(7), np.array([None, 1], dtype=object)):
+        assert encoder(image, 1) == T.example_from_raw(image, 1), image.dtype
+    many = T.RawExampleEncoder()
+    for label in range(many.MAX_PAIRS + 50):
+        image = np.full(16, label % 256, np.uint8)
+        assert many(image, label) == T.example_from_raw(image, label)
+    assert len(many._around) == many.MAX_PAIRS
+
+
 def test_fast_raw_encoder_serializes_a_pair_it_could_not_learn(monkeypatch):
     encoder = T.RawExampleEncoder()
     monkeypatch.setattr(encoder, "_learn", lambda pixels, label: None)   # as if the layout were not understood

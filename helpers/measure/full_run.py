@@ -5,7 +5,7 @@ output is stored in `benchmarks/last_full_run.txt` and its date and machine in t
 run"). A notebook in quick mode measures small sizes; `full_run_figure` gives the same quantity at size.
 Outside a checkout of the repository (the package installed with pip, on Colab) the file is absent and
 `full_run_figure` returns None: say so, and point at the file. `MEASURED` says where and how it ran.
-Introduced in notebooks/02_tfrecord_conversion.ipynb (and used in 03, 04, 05, 07).
+Introduced in notebooks/02_tfrecord_conversion.ipynb (and used in 03, 04, 05, 07, 08 and 99).
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _number(text: str) -> float:
 class FullRunFigure:
     """One key of the last full run: its median, the 95 % interval of that median (None for a size, which has
     no rounds), the detail line under it, and how the run was made (from the file's last line). `whole_range`: the
-    interval is the rounds' whole range, as the run gives it for too few rounds for a 95 % interval."""
+    interval is the rounds' whole range and not shown to be a 95 % one: the row's round count (in its detail line)
+    is among those the run's footer calls too few, or no count is given (up to 8 rounds give the whole range)."""
 
     key: str
     median: float
@@ -73,14 +74,18 @@ def read_full_run(path: Path = FULL_RUN_FILE) -> dict[str, FullRunFigure]:
     lines = path.read_text(encoding="utf-8").splitlines()
     footer = next((line.strip() for line in reversed(lines) if line.startswith("full run")), "full run")
     run = footer.split(". ")[0].removeprefix("full run").strip(" ,.")   # "15.4 min on 2 cores (x86_64), ..."
+    thin = next((line.split(" rounds ")[0] for line in lines if line.startswith("Rows with ")), "")
+    too_few = {int(n) for n in re.findall(r"\d+", thin)}   # "Rows with 2, 5 rounds are too few ...": {2, 5}
     rows: dict[str, FullRunFigure] = {}
     for index, line in enumerate(lines):
         match = _ROW.match(line)
         if match:
             interval = None if match["low"] is None else (_number(match["low"]), _number(match["high"]))
-            whole_range = interval is not None and interval == (_number(match["min"]), _number(match["max"]))
             following = lines[index + 1] if index + 1 < len(lines) else ""
             detail = following.strip() if following.startswith(" ") else ""
+            rounds = re.search(r"(\d+) rounds", detail)
+            whole_range = (interval is not None and interval == (_number(match["min"]), _number(match["max"]))
+                           and (rounds is None or int(rounds[1]) in too_few))
             rows[match["key"]] = FullRunFigure(match["key"], _number(match["median"]), interval, detail, run,
                                                whole_range)
     if not rows:

@@ -94,13 +94,16 @@ class RawExampleEncoder:
 
     An Example of one bytes feature and one label is, on the wire, a few bytes that depend only on the image's
     length and the label, then the pixels, then a few more: so each (length, label) pair's bytes around the
-    pixels are taken once from a real serialization and checked against a second one, and every record after
-    that is those bytes joined around its pixels (one copy, where serializing a message copied them several
-    times). A pair whose check fails is serialized as a message every time.
+    pixels are found once, where two serializations (all pixels 0x00, all 0xff) differ, and checked against the
+    real record's; every record after that is those bytes joined around its pixels (one copy, where serializing
+    a message copied them several times). A pair that fails the check, an empty image, pixels NumPy cannot view
+    as bytes, and pairs past the first MAX_PAIRS are serialized as a message, as before.
 
     >>> RawExampleEncoder()(np.zeros((28, 28), np.uint8), 7) == example_from_raw(np.zeros((28, 28), np.uint8), 7)
     True
     """
+
+    MAX_PAIRS = 4096   # (length, label) pairs remembered: labels that are per-record ids must not grow memory
 
     def __init__(self) -> None:
         self._example = tf.train.Example()
@@ -110,31 +113,37 @@ class RawExampleEncoder:
         self._label.append(0)
         self._around: dict[tuple[int, int], tuple[bytes, bytes] | None] = {}   # (length, label) -> bytes
 
-    def _serialized(self, pixels, label: int) -> bytes:
-        self._image[0] = bytes(pixels)
+    def _serialized(self, pixels: bytes, label: int) -> bytes:
+        self._image[0] = pixels
         self._label[0] = label
         return self._example.SerializeToString(deterministic=True)
 
-    def _learn(self, pixels: memoryview, label: int) -> tuple[bytes, bytes] | None:
-        """The bytes before and after the pixels for this length and label, or None if the record is not
-        laid out as prefix + pixels + suffix (then every record of the pair is serialized as a message)."""
-        real = self._serialized(pixels, label)
-        marker = bytes((i * 7 + 1) % 251 for i in range(len(pixels)))   # pixels unlike the framing around them
-        marked = self._serialized(marker, label)
-        at = marked.find(marker)
-        if at < 0 or len(marked) != len(real):
+    def _learn(self, pixels: np.ndarray, label: int) -> tuple[bytes, bytes] | None:
+        """The bytes before and after `pixels` (uint8, at least one) for this length and label, or None if the
+        record is not laid out as prefix + pixels + suffix."""
+        n = len(pixels)
+        low, high = self._serialized(bytes(n), label), self._serialized(b"\xff" * n, label)
+        if len(low) != len(high):
             return None
-        prefix, suffix = marked[:at], marked[at + len(marker):]
-        return (prefix, suffix) if prefix + bytes(pixels) + suffix == real else None
+        at = next(i for i, (a, b) in enumerate(zip(low, high)) if a != b)   # the first pixel
+        prefix, suffix = low[:at], low[at + n:]
+        real = self._serialized(pixels.tobytes(), label)
+        return (prefix, suffix) if high[at + n:] == suffix and prefix + pixels.tobytes() + suffix == real else None
 
-    def __call__(self, image: np.ndarray, label: int) -> bytes:
-        pixels, label = memoryview(np.ascontiguousarray(image)).cast("B"), int(label)
+    def __call__(self, image, label: int) -> bytes:
+        label = int(label)
+        try:
+            pixels = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
+        except (TypeError, ValueError):   # object arrays and the like: their bytes as NumPy gives them
+            return self._serialized(np.ascontiguousarray(image).tobytes(), label)
         key = (len(pixels), label)
-        if key not in self._around:
-            self._around[key] = self._learn(pixels, label)
-        around = self._around[key]
+        around = self._around.get(key)
+        if around is None and key not in self._around:
+            around = self._learn(pixels, label) if len(pixels) else None
+            if len(self._around) < self.MAX_PAIRS:
+                self._around[key] = around
         if around is None:
-            return self._serialized(pixels, label)
+            return self._serialized(pixels.tobytes(), label)
         return b"".join((around[0], pixels, around[1]))
 
 
