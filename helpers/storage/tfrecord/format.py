@@ -138,11 +138,9 @@ class RawExampleEncoder:
             return self._serialized(np.ascontiguousarray(image).tobytes(), label)
         key = (len(pixels), label)
         around = self._around.get(key)
-        if around is None and key not in self._around:
-            around = self._learn(pixels, label) if len(pixels) else None
-            if len(self._around) < self.MAX_PAIRS:
-                self._around[key] = around
-        if around is None:
+        if around is None and key not in self._around and len(self._around) < self.MAX_PAIRS:
+            around = self._around[key] = self._learn(pixels, label) if len(pixels) else None
+        if around is None:   # not learnt (or past MAX_PAIRS, where learning would cost more than it saves)
             return self._serialized(pixels.tobytes(), label)
         return b"".join((around[0], pixels, around[1]))
 
