@@ -129,3 +129,19 @@ def test_the_stored_full_run_figure_is_the_benchmarks_last_full_run():
     assert FULL_RUN.load_mib == (number[4], number[5])
     assert FULL_RUN.ratio == pytest.approx(FULL_RUN.stream_mib[1] / FULL_RUN.load_mib[1], abs=0.01)
     assert "0.258×" in FULL_RUN.sentence() and "1,000,000" in FULL_RUN.sentence()
+
+
+def test_the_large_split_is_written_once_and_written_again_when_a_shard_was_cut_short(tmp_path):
+    from helpers.lessons.pipeline_profiling import write_large_split
+
+    x, y = make_digits(8, seed=3)
+    first = write_large_split(x, y, tmp_path, 1, num_shards=2)   # 1 MiB: 8 photo-sized images, cycled
+    shard = tmp_path / first.shards[0].file
+    written_at = shard.stat().st_mtime_ns
+    assert write_large_split(x, y, tmp_path, 1, num_shards=2) == first   # found there, used as it is
+    assert shard.stat().st_mtime_ns == written_at
+    with open(shard, "r+b") as f:   # what a power cut can leave of a shard that did not wait for the disk
+        f.truncate(shard.stat().st_size // 2)
+    again = write_large_split(x, y, tmp_path, 1, num_shards=2)
+    assert [s.sha256 for s in again.shards] == [s.sha256 for s in first.shards]
+    assert shard.stat().st_size == first.shards[0].bytes

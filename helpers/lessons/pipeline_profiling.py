@@ -547,7 +547,9 @@ def photo_sized(images):
 
 def write_large_split(images, labels, directory, mib, num_shards=8):
     """At least `mib` MiB of `photo_sized(images)`, cycled, as split "train" of `directory`:
-    written once, then found there (same images, same size) and used as it is."""
+    written once, then found there (same images, same size) and used as it is. Made again on
+    demand, so its shards do not wait for the disk (`durable=False`): a shard a power cut left
+    short fails the size check below, and the split is written again."""
     big = photo_sized(images)
     total = -(-mib * 2**20 // big[0].nbytes)   # whole images
     fingerprint = fingerprint_arrays(big, labels)
@@ -560,7 +562,7 @@ def write_large_split(images, labels, directory, mib, num_shards=8):
         pass
     records = ((big[i % len(big)], labels[i % len(big)]) for i in range(total))
     return write_shards(records, directory, "train", num_shards, total=total,
-                        fingerprint=fingerprint, overwrite=True, progress=False)
+                        fingerprint=fingerprint, overwrite=True, progress=False, durable=False)
 
 def pooled_classifier(image_shape=PHOTO_SHAPE):
     """A classifier cheap enough that reading the data is the work: the mean of each 8 × 8
