@@ -546,18 +546,16 @@ def photo_sized(images):
     return np.repeat(enlarged[..., None], 3, axis=-1)
 
 def write_large_split(images, labels, directory, mib, num_shards=8):
-    """At least `mib` MiB of `photo_sized(images)`, cycled, as split "train" of `directory`:
-    written once, then found there (same images, same size) and used as it is. Made again on
-    demand, so its shards do not wait for the disk (`durable=False`): a shard a power cut left
-    short fails the size check below, and the split is written again."""
+    """At least `mib` MiB of `photo_sized(images)`, cycled, as split "train" of `directory`,
+    written once (not waiting for the disk), then found there (same images, same size)."""
     big = photo_sized(images)
     total = -(-mib * 2**20 // big[0].nbytes)   # whole images
     fingerprint = fingerprint_arrays(big, labels)
     try:
         manifest = read_manifest(directory, "train")
         if (manifest.fingerprint, manifest.total_records) == (fingerprint, total):
-            check_shard_files(directory, manifest)   # every file there, of its size
-            return manifest
+            check_shard_files(directory, manifest)   # every file there, of its size (a power
+            return manifest                          # cut may leave one short: then write it)
     except (OSError, ShardError):   # not written yet, or not completely: write it
         pass
     records = ((big[i % len(big)], labels[i % len(big)]) for i in range(total))
