@@ -547,7 +547,7 @@ def photo_sized(images):
 
 def write_large_split(images, labels, directory, mib, num_shards=8):
     """At least `mib` MiB of `photo_sized(images)`, cycled, as split "train" of `directory`,
-    written once (not waiting for the disk), then found there (same images, same size)."""
+    written once (its shards not waiting for the disk), then found there (same images, as many)."""
     big = photo_sized(images)
     total = -(-mib * 2**20 // big[0].nbytes)   # whole images
     fingerprint = fingerprint_arrays(big, labels)
