@@ -370,24 +370,6 @@ def test_a_write_reaches_the_disk_before_its_name_and_the_name_after(tmp_path, m
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names a file descriptor through /proc")
-def test_shards_wait_for_the_disk_unless_made_again_on_demand(tmp_path, monkeypatch):
-    import numpy as np
-
-    from helpers.storage.tfrecord import read_manifest, write_shards
-
-    synced = []
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name))
-    records = list(zip(np.arange(4 * 9, dtype=np.uint8).reshape(4, 3, 3), range(4)))
-    write_shards(records, tmp_path / "durable", "train", 2, progress=False)
-    assert sum(".tfrecord." in name for name in synced) == 2, synced     # each shard, before its rename
-    synced.clear()
-    write_shards(records, tmp_path / "demo", "train", 2, progress=False, durable=False)
-    assert not any(".tfrecord" in name for name in synced), synced
-    shards = [read_manifest(tmp_path / d, "train").shards for d in ("durable", "demo")]
-    assert [(s.file, s.sha256) for s in shards[0]] == [(s.file, s.sha256) for s in shards[1]]
-
-
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names a file descriptor through /proc")
 def test_a_png_export_flushes_once_before_its_label_file(tmp_path, monkeypatch):
     import numpy as np
 

@@ -140,7 +140,7 @@ def test_the_large_split_is_written_once_and_written_again_when_a_shard_was_cut_
     written_at = shard.stat().st_mtime_ns
     assert write_large_split(x, y, tmp_path, 1, num_shards=2) == first   # found there, used as it is
     assert shard.stat().st_mtime_ns == written_at
-    with open(shard, "r+b") as f:   # what a power cut can leave of a shard that did not wait for the disk
+    with open(shard, "r+b") as f:   # a shard cut short (a copy stopped, a disk full)
         f.truncate(shard.stat().st_size // 2)
     again = write_large_split(x, y, tmp_path, 1, num_shards=2)
     assert [s.sha256 for s in again.shards] == [s.sha256 for s in first.shards]

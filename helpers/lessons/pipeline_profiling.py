@@ -547,20 +547,20 @@ def photo_sized(images):
 
 def write_large_split(images, labels, directory, mib, num_shards=8):
     """At least `mib` MiB of `photo_sized(images)`, cycled, as split "train" of `directory`,
-    written once (its shards not waiting for the disk), then found there (same images, as many)."""
+    written once, then found there (same images, as many) and used as it is."""
     big = photo_sized(images)
     total = -(-mib * 2**20 // big[0].nbytes)   # whole images
     fingerprint = fingerprint_arrays(big, labels)
     try:
         manifest = read_manifest(directory, "train")
         if (manifest.fingerprint, manifest.total_records) == (fingerprint, total):
-            check_shard_files(directory, manifest)   # every file there, of its size (a power
-            return manifest                          # cut may leave one short: then write it)
+            check_shard_files(directory, manifest)   # every file there, of its size
+            return manifest
     except (OSError, ShardError):   # not written yet, or not completely: write it
         pass
     records = ((big[i % len(big)], labels[i % len(big)]) for i in range(total))
     return write_shards(records, directory, "train", num_shards, total=total,
-                        fingerprint=fingerprint, overwrite=True, progress=False, durable=False)
+                        fingerprint=fingerprint, overwrite=True, progress=False)
 
 def pooled_classifier(image_shape=PHOTO_SHAPE):
     """A classifier cheap enough that reading the data is the work: the mean of each 8 × 8

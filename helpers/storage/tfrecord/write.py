@@ -93,7 +93,6 @@ def write_shards(
     num_classes: int | None = None,
     overwrite: bool = False,
     progress: bool = True,
-    durable: bool = True,
 ) -> SplitManifest:
     """Write an iterable of `(image, label)` records to `num_shards` TFRecord files, one at a time.
 
@@ -124,11 +123,6 @@ def write_shards(
     in never takes its final name. With `encoding="serialized"` each record
     is already serialized bytes (the caller's own layout), written as it is; `spec` says what the caller's
     parser makes of one, and only that parser reads the split (`read_split` refuses it).
-
-    Each shard waits for the disk before it takes its final name (`write_then_rename`), so that a power cut
-    leaves no short file under it either. Data that is made again on demand passes `durable=False`: its shards
-    take their names without waiting (a gigabyte's wait varies with the disk, seconds on a busy one), and a
-    shard a power cut left short or empty fails the checksum a re-run checks, and is written again.
 
     >>> import tempfile
     >>> images = np.zeros((10, 28, 28), np.uint8)
@@ -266,7 +260,7 @@ def write_shards(
                 bar.update(count)
                 continue
             must_write(name)
-            with write_then_rename(path, durable=durable) as tmp:
+            with write_then_rename(path) as tmp:
                 with tf.io.TFRecordWriter(str(tmp), options) as writer:
                     for record in itertools.islice(stream, size):
                         digest.update(len(record).to_bytes(8, "little") + record)  # as _update, inlined: per record
