@@ -90,7 +90,8 @@ def example_from_raw(image: np.ndarray, label: int) -> bytes:
 
 
 class RawExampleEncoder:
-    """`example_from_raw`, several times sooner for large images, with the same (deterministic) bytes.
+    """`example_from_raw`, several times sooner (for MNIST-sized and photo-sized images alike), with the same
+    (deterministic) bytes.
 
     An Example of one bytes feature and one label is, on the wire, a few bytes that depend only on the image's
     length and the label, then the pixels, then a few more: so each (length, label) pair's bytes around the
