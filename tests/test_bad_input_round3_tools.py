@@ -192,7 +192,7 @@ def test_a_broken_record_is_an_error_naming_the_file(tmp_path, capsys, text):
 def test_a_record_with_wrong_types_is_refused_before_rendering():
     assert build_record.record_problem(_record()) is None
     for bad in ({"seconds": "3"}, {"cells": [["1", 0.5]]}, {"errors": [1]}, {"versions": ["tensorflow"]},
-                {"cores": "2"}, {"sources": {"mnist": 1}}, {"notebooks": []}):
+                {"cores": "2"}, {"sources": {"mnist": 1}}, {"notebooks": []}, {"first_run": "yes"}):
         assert build_record.record_problem(_record(**bad)), bad
 
 

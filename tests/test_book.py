@@ -2,7 +2,7 @@
 
 The first tests check the page-making on small inputs and run with the default `pytest`. The browser tests are
 marked `book`, so the default `pytest` leaves them out. `.ci/run` builds the book in quick mode first
-(`python -m tools.book --quick`) and then runs `python -m pytest -m book tests/test_book.py tests/test_workshop.py`.
+(`python -m tools.book --quick --first-run`) and then runs `python -m pytest -m book tests/test_book.py tests/test_workshop.py`.
 The site checked is `$BOOK_SITE`, else `site/`; when neither holds a book, the test builds one in quick mode
 (several minutes). It needs Debian's `chromium` and `chromium-driver` packages and the `[book]` extra (Selenium);
 without Chromium it is skipped, saying which packages to install.
@@ -172,6 +172,37 @@ def test_the_landing_page_holds_the_readme_table_and_the_build():
     assert f"]({names[0]})" in text and "2026-01-02 10:00 UTC" in text and "tensorflow 2.21.0" in text
     assert all(f"| {10 + i} s |" in text for i in range(len(names)))
     assert "workshop" in text
+
+
+def test_a_first_run_has_a_data_folder_empty_but_for_the_datasets_files_and_removed_after(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    (data / "cifar-10-batches-py").mkdir(parents=True)
+    (data / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"cifar")
+    (data / "mnist.npz").write_bytes(b"mnist")
+    (data / "photo-sized").mkdir()   # what an earlier run wrote: a first run must not find it
+    (data / "photo-sized" / "train-00000-of-00008.tfrecord").write_bytes(b"old")
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(data))
+    scratch = tmp_path / "scratch"
+    with book.first_run_data(scratch) as folder:
+        assert folder.parent == scratch and folder != data
+        assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == [
+            "cifar-10-batches-py", "cifar-10-batches-py/data_batch_1", "mnist.npz"]
+        assert (folder / "mnist.npz").read_bytes() == b"mnist"
+        assert book.kernel_env(True, folder)["TUTORIAL_DATA_DIR"] == str(folder)
+    assert not folder.exists()
+    with pytest.raises(RuntimeError), book.first_run_data(scratch) as folder:   # removed on the way out of an error
+        raise RuntimeError("a notebook's kernel died")
+    assert not folder.exists() and list(scratch.iterdir()) == []
+    assert sorted(p.name for p in data.iterdir()) == ["cifar-10-batches-py", "mnist.npz", "photo-sized"]
+
+
+def test_the_landing_page_says_when_each_notebook_was_a_first_run():
+    names = [p.name for p in book.discover()]
+    run = {"date": "2026-01-02 10:00 UTC", "quick": True, "cpu": "a CPU", "cores": 2, "versions": {},
+           "notebooks": {n: {"seconds": 10, "errors": [], "sources": {}} for n in names}}
+    assert "by `python -m tools.book --quick`. Device" in book.landing(run, names)
+    text = book.landing({**run, "first_run": True}, names)
+    assert "`python -m tools.book --quick --first-run`: each notebook a first run, in a data folder empty" in text
 
 
 # ---------------------------------------------------------------- the site in a browser (marked `book`)

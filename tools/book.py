@@ -1,6 +1,7 @@
 """The series as a book: execute every notebook once, then render the outputs with Sphinx + MyST-NB into site/.
 
     python -m tools.book --quick          # offline: generated stand-ins, small sizes (a few minutes on 2 cores)
+    python -m tools.book --quick --first-run   # each notebook a first run, in an empty data folder (as .ci/run)
     python -m tools.book                  # a full run on the real data (data/, or Keras's download)
     python -m tools.book --quick --only 01,04 --out /tmp/site
     python -m tools.book --render-only    # render the last run again (after changing the book's pages, not a notebook)
@@ -22,6 +23,7 @@ The site replaces only a folder the book made (its marker file inside, `out_prob
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime as dt
 import json
@@ -30,13 +32,16 @@ import platform
 import re
 import shutil
 import sys
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Iterator
 
 from tools import folders
 from tools.build_record import RecordError, read_record
 from tools.notebooks import colab_url, github_url
+from helpers.setup.config import DATA_DIR_ENV, data_dir
 from helpers.storage.files import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,10 +94,37 @@ def discover(only: list[str] | None = None) -> list[Path]:
 
 # ---------------------------------------------------------------- executing
 
+# The datasets' offline files (helpers.data.datasets): a first run finds them as a learner who downloaded them would.
+DATASET_FILES = ("mnist.npz", "cifar-10-batches-py")
 
-def kernel_env(quick: bool) -> dict[str, str]:
+
+@contextlib.contextmanager
+def first_run_data(scratch: Path) -> Iterator[Path]:
+    """A data folder in which every notebook runs as a learner's first run does: under `scratch`, empty but for the
+    datasets' offline files copied from the data folder (where there), and removed afterwards. Without it a notebook
+    finds what an earlier run wrote: section 8 of notebook 05 then reads back a 1.3 GB split, from the disk if the page
+    cache has let it go, where a first run writes it and reads it from memory."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="first-run-data-", dir=scratch))
+    try:
+        source = data_dir()
+        for name in DATASET_FILES:
+            found = source / name
+            if found.is_dir() and not found.is_symlink():
+                shutil.copytree(found, folder / name, symlinks=True)
+            elif found.exists() or found.is_symlink():
+                shutil.copy2(found, folder / name, follow_symlinks=False)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def kernel_env(quick: bool, data: Path | None = None) -> dict[str, str]:
+    """The kernels' environment: quick mode on or off, and with `data` (a first run's folder) that data folder."""
     env = dict(os.environ)
     env["TUTORIAL_QUICK"] = "1" if quick else "0"
+    if data is not None:
+        env[DATA_DIR_ENV] = str(data)
     env["MPLBACKEND"] = INLINE_BACKEND
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
@@ -109,10 +141,11 @@ def cell_seconds(cell: dict) -> float | None:
     return round((parse(end) - parse(start)).total_seconds(), 3)
 
 
-def execute(path: Path, quick: bool, log: Path) -> tuple[dict, dict]:
+def execute(path: Path, quick: bool, log: Path, data: Path | None = None) -> tuple[dict, dict]:
     """Execute a copy of one notebook; return the executed notebook and what the run recorded.
 
-    The kernel's own stderr (TensorFlow's start-up lines) goes to `log`; cells' outputs go into the notebook.
+    The kernel's own stderr (TensorFlow's start-up lines) goes to `log`; cells' outputs go into the notebook. With
+    `data`, the kernel's data folder is that one instead of `data/`.
     """
     import warnings
 
@@ -130,7 +163,7 @@ def execute(path: Path, quick: bool, log: Path) -> tuple[dict, dict]:
     started, failure = time.perf_counter(), None
     with open(log, "w") as stderr:
         try:
-            client.execute(env=kernel_env(quick), stderr=stderr)
+            client.execute(env=kernel_env(quick, data), stderr=stderr)
         except Exception as e:                   # a cell over the timeout, a kernel that died: the run stops there
             last = (str(e).strip().splitlines() or [""])[-1]
             failure = f"the run stopped: {type(e).__name__}: {last}"
@@ -400,7 +433,9 @@ def landing(run: dict, names: list[str]) -> str:
         "## The notebooks", "", table, "",
         "## This build", "",
         f"Every output in this book comes from one run of each notebook, made on **{md_text(run['date'])}** in "
-        f"{mode}, by `python -m tools.book{' --quick' if run['quick'] else ''}`. "
+        f"{mode}, by `python -m tools.book{' --quick' if run['quick'] else ''}"
+        f"{' --first-run' if run.get('first_run') else ''}`"
+        f"{': each notebook a first run, in a data folder empty at the start' if run.get('first_run') else ''}. "
         f"Device: {md_text(run['cpu'])}, {md_text(run['cores'])} cores; {md_text(branch or 'branch not recorded')}. "
         f"Versions: {version_list}.",
         "",
@@ -508,8 +543,9 @@ def _read(path: Path):
 
 
 def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bool = False,
-          scratch: Path = SCRATCH) -> int:
-    """Execute (unless `render_only`) and render; print what happened; return the exit status."""
+          scratch: Path = SCRATCH, first_run: bool = False) -> int:
+    """Execute (unless `render_only`) and render; print what happened; return the exit status. With `first_run`,
+    the notebooks share a data folder empty at the start (`first_run_data`), as on a learner's first day."""
     import nbformat
 
     executed_dir, record_file = scratch / "executed", scratch / "record.json"
@@ -537,13 +573,16 @@ def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bo
                 shutil.rmtree(folder)
             folder.mkdir(parents=True)
         run = {"date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), "quick": quick,
-               "versions": versions(), "cpu": cpu_name(), "cores": os.cpu_count(), "notebooks": {}}
-        for path in paths:
-            print(f"executing {path.name} ({'quick' if quick else 'full'}) ...", end=" ", flush=True)
-            nb, record = execute(path, quick, scratch / "kernels" / f"{path.stem}.log")
-            run["notebooks"][path.name] = record
-            nbformat.write(nb, executed_dir / path.name)
-            print(f"{record['seconds']:.0f} s" + (f", {len(record['errors'])} error(s)" if record["errors"] else ""))
+               "versions": versions(), "cpu": cpu_name(), "cores": os.cpu_count(), "first_run": first_run,
+               "notebooks": {}}
+        with first_run_data(scratch) if first_run else contextlib.nullcontext() as data:
+            for path in paths:
+                print(f"executing {path.name} ({'quick' if quick else 'full'}) ...", end=" ", flush=True)
+                nb, record = execute(path, quick, scratch / "kernels" / f"{path.stem}.log", data)
+                run["notebooks"][path.name] = record
+                nbformat.write(nb, executed_dir / path.name)
+                print(f"{record['seconds']:.0f} s" + (f", {len(record['errors'])} error(s)" if record["errors"]
+                                                      else ""))
         run["execute_seconds"] = round(time.perf_counter() - started, 1)
         atomic_write_text(record_file, json.dumps(run, indent=1))   # a killed build leaves the last whole record
     executed = {name: _read(executed_dir / name) for name in run["notebooks"]}
@@ -584,9 +623,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "site", help="where the HTML goes (default: site/)")
     parser.add_argument("--only", help="comma-separated notebook numbers or names, e.g. 01,04")
     parser.add_argument("--render-only", action="store_true", help="render the last run again without executing")
+    parser.add_argument("--first-run", action="store_true",
+                        help="each notebook a first run: a data folder empty at the start but for the datasets' "
+                             "files, removed afterwards (.ci/run's build, whose times the README gives)")
     args = parser.parse_args(argv)
     only = [s.strip() for s in args.only.split(",")] if args.only else None
-    return build(args.quick, args.out.expanduser().resolve(), only, args.render_only)
+    if args.first_run and args.render_only:
+        parser.error("--first-run executes the notebooks; --render-only does not")
+    return build(args.quick, args.out.expanduser().resolve(), only, args.render_only, first_run=args.first_run)
 
 
 if __name__ == "__main__":

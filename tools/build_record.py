@@ -37,6 +37,8 @@ def record_problem(run) -> str | None:
     wanted = {"date": lambda v: isinstance(v, str), "quick": lambda v: isinstance(v, bool), "versions": _strings,
               "cpu": lambda v: isinstance(v, str), "cores": _cores,
               "notebooks": lambda v: isinstance(v, dict)}
+    if not isinstance(run.get("first_run", False), bool):   # older records have none: not a first run
+        return "its 'first_run' is not what a build writes"
     for key, fits in wanted.items():
         if key not in run or not fits(run[key]):
             return f"its {key!r} is missing or not what a build writes"
