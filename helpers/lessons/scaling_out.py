@@ -115,7 +115,7 @@ def encode_chunk_dofn():
         def __init__(self, images_path, labels_path):
             self.images_path, self.labels_path = str(images_path), str(labels_path)
 
-        def setup(self):   # once per worker: the encoder, and the source memory-mapped
+        def setup(self):   # once per DoFn instance: the encoder, and the source memory-mapped
             from helpers.storage.tfrecord import RawExampleEncoder
 
             self.encode = RawExampleEncoder()

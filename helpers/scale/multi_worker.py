@@ -51,7 +51,8 @@ def train_on_workers(directory: str | Path, split: str, workers: int = 2, epochs
     for attempt in range(1, BIND_ATTEMPTS + 1):
         addresses = [f"localhost:{free_port()}" for _ in range(workers)]
         print(exposure_warning(f"the cluster of {workers} training workers",
-                               [int(address.rsplit(":", 1)[1]) for address in addresses]))
+                               [int(address.rsplit(":", 1)[1]) for address in addresses],
+                               stops="when its workers have trained, before this call returns"))
         commands = [[sys.executable, "-m", "helpers.scale.multi_worker", str(directory), split, str(epochs),
                      str(global_batch)]] * workers
         envs = [child_environment({"TF_CONFIG": tf_config(addresses, index)}, gpu=False)   # CPU workers: one GPU

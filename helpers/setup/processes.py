@@ -140,15 +140,15 @@ def skip_unused_imports() -> None:
         sys.modules.setdefault(optional, None)
 
 
-def exposure_warning(what: str, ports: int | list[int]) -> str:
+def exposure_warning(what: str, ports: int | list[int], stops: str = "when its `with` block (this cell) ends") -> str:
     """The line printed whenever the series starts a TensorFlow gRPC server: they take no bind address and no
     credentials, so they listen on every interface, and a tf.data worker runs any graph a client sends
-    (tensorflow/tensorflow#11689)."""
+    (tensorflow/tensorflow#11689). `stops` says when it stops listening."""
     ports = [ports] if isinstance(ports, int) else list(ports)
     where = f"port {ports[0]}" if len(ports) == 1 else f"ports {', '.join(map(str, ports[:-1]))} and {ports[-1]}"
     return (f"Note: {what} listens on {where} on every network interface of this machine, without "
             f"authentication; anyone who can reach it can use it. Use it on a private network or behind a "
-            f"firewall. It stops when its `with` block (this cell) ends.")
+            f"firewall. It stops {stops}.")
 
 
 class ChildProcesses:
