@@ -196,6 +196,61 @@ def test_a_first_run_has_a_data_folder_empty_but_for_the_datasets_files_and_remo
     assert sorted(p.name for p in data.iterdir()) == ["cifar-10-batches-py", "mnist.npz", "photo-sized"]
 
 
+def test_a_first_run_copies_only_the_datasets_files_as_plain_files(tmp_path, monkeypatch):
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    (data / "cifar-10-batches-py").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "mnist.npz").write_bytes(b"mnist")
+    (data / "mnist.npz").symlink_to("../elsewhere/mnist.npz")   # relative: it would dangle if copied as a link
+    (data / "cifar-10-batches-py" / "test_batch").write_bytes(b"test")
+    (data / "cifar-10-batches-py" / "test_batch").chmod(0o444)   # a protected dataset
+    (data / "cifar-10-batches-py" / "cifar-10-python.tar.gz").write_bytes(b"not read by the loader")
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(data))
+    with book.first_run_data(tmp_path / "scratch") as folder:
+        copies = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+        assert copies == ["cifar-10-batches-py/test_batch", "mnist.npz"]
+        assert not (folder / "mnist.npz").is_symlink() and (folder / "mnist.npz").read_bytes() == b"mnist"
+        assert (folder / "cifar-10-batches-py" / "test_batch").stat().st_mode & 0o200   # its own, writable
+    assert not folder.exists()
+
+
+def test_a_first_run_refuses_a_dataset_file_it_cannot_read_before_removing_the_last_run(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    os.mkfifo(data / "mnist.npz")   # opening it would block
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(data))
+    scratch = tmp_path / "scratch"
+    (scratch / "executed").mkdir(parents=True)
+    (scratch / "executed" / "01_generators_and_iterables.ipynb").write_text("{}")   # the last run's
+    (scratch / "first-run-data" / "photo-sized").mkdir(parents=True)   # left by a killed build
+    with pytest.raises(book.BookError, match="mnist.npz is a FIFO"):
+        with book.first_run_data(scratch):
+            pass
+    assert not (scratch / "first-run-data").exists()
+    assert book.build(True, tmp_path / "site", only=["99"], scratch=scratch, first_run=True) == 2
+    assert (scratch / "executed" / "01_generators_and_iterables.ipynb").exists()
+
+
+def test_a_relative_data_folder_is_read_from_the_notebooks_folder_and_a_missing_one_is_not_made(tmp_path,
+                                                                                              monkeypatch):
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", "../data")
+    assert book.data_source() == book.NOTEBOOK_DIR / "../data"   # where the kernels, run in notebooks/, look
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(tmp_path / "missing"))
+    with book.first_run_data(tmp_path / "scratch") as folder:
+        assert list(folder.iterdir()) == []
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_second_build_in_the_same_folder_is_refused(tmp_path, capsys):
+    from helpers.storage.files import FileLock
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with FileLock(scratch / ".build.lock", "a build"):
+        assert book.build(True, tmp_path / "site", only=["99"], scratch=scratch, first_run=True) == 2
+    assert "in use by another process" in capsys.readouterr().err
+
+
 def test_the_landing_page_says_when_each_notebook_was_a_first_run():
     names = [p.name for p in book.discover()]
     run = {"date": "2026-01-02 10:00 UTC", "quick": True, "cpu": "a CPU", "cores": 2, "versions": {},

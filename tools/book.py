@@ -32,7 +32,6 @@ import platform
 import re
 import shutil
 import sys
-import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -41,8 +40,9 @@ from typing import Iterator
 from tools import folders
 from tools.build_record import RecordError, read_record
 from tools.notebooks import colab_url, github_url
-from helpers.setup.config import DATA_DIR_ENV, data_dir
-from helpers.storage.files import atomic_write_text
+from helpers.data.datasets import CIFAR_DIR, MNIST_FILE
+from helpers.setup.config import DATA_DIR_ENV
+from helpers.storage.files import FileLock, LockHeldError, atomic_write_text, file_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -94,29 +94,64 @@ def discover(only: list[str] | None = None) -> list[Path]:
 
 # ---------------------------------------------------------------- executing
 
-# The datasets' offline files (helpers.data.datasets): a first run finds them as a learner who downloaded them would.
-DATASET_FILES = ("mnist.npz", "cifar-10-batches-py")
+# The datasets' offline files the loaders read (helpers.data.datasets): a first run finds them as a learner who
+# downloaded them would. Nothing else in the data folder is copied.
+DATASET_FILES = (MNIST_FILE, *(f"{CIFAR_DIR}/{name}" for name in
+                               [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]))
+FIRST_RUN_DATA = "first-run-data"   # the first run's data folder, under the build folder
+
+
+class BookError(Exception):
+    """A problem found before any notebook runs; `main` prints it and exits with status 2."""
+
+
+def data_source() -> Path:
+    """The data folder the notebooks would read, found without creating it: `TUTORIAL_DATA_DIR` (a relative path
+    from notebooks/, where the kernels run), else data/ in the checkout."""
+    env = os.environ.get(DATA_DIR_ENV)
+    return NOTEBOOK_DIR / Path(env).expanduser() if env else ROOT / "data"
+
+
+def remove_first_run_data(folder: Path) -> None:
+    """Remove a first run's data folder; a folder that will not go is a warning, never the build's end (its
+    record is written either way)."""
+    try:
+        shutil.rmtree(folder)   # a symlink inside is removed, never followed
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        print(f"warning: could not remove {folder} ({e.strerror}: {e.filename}); remove it by hand",
+              file=sys.stderr)
 
 
 @contextlib.contextmanager
 def first_run_data(scratch: Path) -> Iterator[Path]:
-    """A data folder in which every notebook runs as a learner's first run does: under `scratch`, empty but for the
-    datasets' offline files copied from the data folder (where there), and removed afterwards. Without it a notebook
-    finds what an earlier run wrote: section 8 of notebook 05 then reads back a 1.3 GB split, from the disk if the page
-    cache has let it go, where a first run writes it and reads it from memory."""
-    scratch.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="first-run-data-", dir=scratch))
+    """A data folder in which every notebook runs as a learner's first run does: `scratch`/first-run-data, empty but
+    for copies of the datasets' files found in the data folder (their bytes, as new regular files), removed
+    afterwards (and, left by a killed build, at the next one's start: the caller holds the build folder's lock).
+    `BookError` names a dataset file that is there but cannot be read. Without it a notebook finds what an earlier
+    run wrote: notebook 05's section 8 then reads back a 1.3 GB split, from the disk if the page cache has let it go,
+    where a first run writes it and reads it from memory."""
+    folder = scratch / FIRST_RUN_DATA
+    remove_first_run_data(folder)
+    folder.mkdir(parents=True)
     try:
-        source = data_dir()
+        source = data_source()
         for name in DATASET_FILES:
             found = source / name
-            if found.is_dir() and not found.is_symlink():
-                shutil.copytree(found, folder / name, symlinks=True)
-            elif found.exists() or found.is_symlink():
-                shutil.copy2(found, folder / name, follow_symlinks=False)
+            if not os.path.lexists(found):
+                continue
+            if problem := file_problem(found):
+                raise BookError(f"{found} is {problem}: --first-run copies the datasets' files from the data folder. "
+                                f"Remove it or put the dataset's file there.")
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.copyfile(found, folder / name)   # the bytes (through a symlink), without its modes
+            except OSError as e:
+                raise BookError(f"{found} could not be copied for --first-run ({e.strerror}).") from None
         yield folder
     finally:
-        shutil.rmtree(folder)
+        remove_first_run_data(folder)
 
 
 def kernel_env(quick: bool, data: Path | None = None) -> dict[str, str]:
@@ -545,7 +580,19 @@ def _read(path: Path):
 def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bool = False,
           scratch: Path = SCRATCH, first_run: bool = False) -> int:
     """Execute (unless `render_only`) and render; print what happened; return the exit status. With `first_run`,
-    the notebooks share a data folder empty at the start (`first_run_data`), as on a learner's first day."""
+    the notebooks share a data folder empty at the start (`first_run_data`), as on a learner's first day. One
+    build at a time per build folder: a second one is refused, naming the first's process."""
+    try:
+        scratch.mkdir(parents=True, exist_ok=True)
+        with FileLock(scratch / ".build.lock", f"the book's build folder {scratch}"):
+            return _build(quick, out, only, render_only, scratch, first_run)
+    except (BookError, LockHeldError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _build(quick: bool, out: Path, only: list[str] | None, render_only: bool, scratch: Path,
+           first_run: bool) -> int:
     import nbformat
 
     executed_dir, record_file = scratch / "executed", scratch / "record.json"
@@ -568,14 +615,15 @@ def build(quick: bool, out: Path, only: list[str] | None = None, render_only: bo
             print(f"error: no notebook matches {only} in {NOTEBOOK_DIR}", file=sys.stderr)
             return 2
         _check_renderer()
-        for folder in (executed_dir, scratch / "kernels"):
-            if folder.exists():
-                shutil.rmtree(folder)
-            folder.mkdir(parents=True)
-        run = {"date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), "quick": quick,
-               "versions": versions(), "cpu": cpu_name(), "cores": os.cpu_count(), "first_run": first_run,
-               "notebooks": {}}
+        # the first run's data folder is made (or refused) before the last run's notebooks are removed
         with first_run_data(scratch) if first_run else contextlib.nullcontext() as data:
+            for folder in (executed_dir, scratch / "kernels"):
+                if folder.exists():
+                    shutil.rmtree(folder)
+                folder.mkdir(parents=True)
+            run = {"date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), "quick": quick,
+                   "versions": versions(), "cpu": cpu_name(), "cores": os.cpu_count(), "first_run": first_run,
+                   "notebooks": {}}
             for path in paths:
                 print(f"executing {path.name} ({'quick' if quick else 'full'}) ...", end=" ", flush=True)
                 nb, record = execute(path, quick, scratch / "kernels" / f"{path.stem}.log", data)
