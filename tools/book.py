@@ -102,7 +102,7 @@ FIRST_RUN_DATA = "first-run-data"   # the first run's data folder, under the bui
 
 
 class BookError(Exception):
-    """A problem found before any notebook runs; `main` prints it and exits with status 2."""
+    """A problem found before any notebook runs; `build` prints it and returns status 2."""
 
 
 def data_source() -> Path:
