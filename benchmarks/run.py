@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"their interval is the whole range, at a lower confidence.")
         print(f"\n{'quick' if args.quick else 'full'} run, {elapsed / 60:.1f} min on {os.cpu_count()} cores "
               f"({platform.processor() or platform.machine()}), Python {platform.python_version()}. "
-              f"Goals are judged on the unfavourable bound of each interval.")
+              f"Goals are judged on the unfavourable bound of each interval (\"median ≥ ... and holds 1\": on the "
+              f"median and the interval holding 1).")
     return 0
 
 
