@@ -251,6 +251,38 @@ def test_a_second_build_in_the_same_folder_is_refused(tmp_path, capsys):
     assert "in use by another process" in capsys.readouterr().err
 
 
+def test_ctrl_c_ends_the_build_after_the_notebook_it_interrupted(tmp_path, monkeypatch, capsys):
+    import signal
+
+    import nbformat
+
+    ran = []
+
+    def execute(path, quick, log, data=None):   # a notebook whose run is interrupted by Ctrl-C
+        ran.append(path.name)
+        os.kill(os.getpid(), signal.SIGINT)
+        return nbformat.v4.new_notebook(), {"seconds": 1.0, "quick": True, "cells": [], "errors": []}
+
+    monkeypatch.setattr(book, "execute", execute)
+    scratch, before = tmp_path / "scratch", signal.getsignal(signal.SIGINT)
+    assert book.build(True, tmp_path / "site", only=["01", "02"], scratch=scratch) == 130
+    assert ran == ["01_generators_and_iterables.ipynb"] and not (tmp_path / "site").exists()
+
+    def execute(path, quick, log, data=None):   # Ctrl-C taken by nbclient: the kernel's cell was interrupted
+        ran.append(path.name)
+        return nbformat.v4.new_notebook(), {"seconds": 1.0, "quick": True, "cells": [],
+                                            "errors": ["cell 5: KeyboardInterrupt: "]}
+
+    monkeypatch.setattr(book, "execute", execute)
+    ran.clear()
+    assert book.build(True, tmp_path / "site", only=["01", "02"], scratch=scratch) == 130
+    assert ran == ["01_generators_and_iterables.ipynb"] and not (tmp_path / "site").exists()
+    record = json.loads((scratch / "record.json").read_text())
+    assert list(record["notebooks"]) == ran   # the record matches the notebooks that ran
+    assert "interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before   # the build's handler is gone
+
+
 def test_the_landing_page_says_when_each_notebook_was_a_first_run():
     names = [p.name for p in book.discover()]
     run = {"date": "2026-01-02 10:00 UTC", "quick": True, "cpu": "a CPU", "cores": 2, "versions": {},

@@ -31,6 +31,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import sys
 import time
 from importlib import metadata
@@ -624,15 +625,30 @@ def _build(quick: bool, out: Path, only: list[str] | None, render_only: bool, sc
             run = {"date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), "quick": quick,
                    "versions": versions(), "cpu": cpu_name(), "cores": os.cpu_count(), "first_run": first_run,
                    "notebooks": {}}
-            for path in paths:
-                print(f"executing {path.name} ({'quick' if quick else 'full'}) ...", end=" ", flush=True)
-                nb, record = execute(path, quick, scratch / "kernels" / f"{path.stem}.log", data)
-                run["notebooks"][path.name] = record
-                nbformat.write(nb, executed_dir / path.name)
-                print(f"{record['seconds']:.0f} s" + (f", {len(record['errors'])} error(s)" if record["errors"]
-                                                      else ""))
+            # Ctrl-C ends the build after the notebook it interrupted: during a notebook nbclient takes it and
+            # interrupts the kernel (the cell's error says KeyboardInterrupt); between two, this handler notes it
+            interrupted: list[int] = []
+            previous = signal.getsignal(signal.SIGINT)
+            try:
+                for path in paths:
+                    signal.signal(signal.SIGINT, lambda number, frame: interrupted.append(number))
+                    print(f"executing {path.name} ({'quick' if quick else 'full'}) ...", end=" ", flush=True)
+                    nb, record = execute(path, quick, scratch / "kernels" / f"{path.stem}.log", data)
+                    run["notebooks"][path.name] = record
+                    nbformat.write(nb, executed_dir / path.name)
+                    print(f"{record['seconds']:.0f} s" + (f", {len(record['errors'])} error(s)"
+                                                          if record["errors"] else ""))
+                    if interrupted or any(": KeyboardInterrupt" in error for error in record["errors"]):
+                        interrupted.append(signal.SIGINT)
+                        break
+            finally:
+                signal.signal(signal.SIGINT, previous)
         run["execute_seconds"] = round(time.perf_counter() - started, 1)
         atomic_write_text(record_file, json.dumps(run, indent=1))   # a killed build leaves the last whole record
+        if interrupted:
+            print(f"interrupted: the build stopped after {path.name}; nothing was rendered ({record_file} "
+                  f"holds the notebooks that ran: --render-only renders them)", file=sys.stderr)
+            return 130
     executed = {name: _read(executed_dir / name) for name in run["notebooks"]}
     rendering = time.perf_counter()
     warnings = render(run, executed, scratch / "src", out)
