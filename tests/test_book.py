@@ -231,6 +231,20 @@ def test_a_first_run_refuses_a_dataset_file_it_cannot_read_before_removing_the_l
     assert (scratch / "executed" / "01_generators_and_iterables.ipynb").exists()
 
 
+def test_a_first_run_leaves_a_symlink_or_file_where_its_folder_goes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(tmp_path / "data"))
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep").write_text("mine")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "first-run-data").symlink_to(precious)
+    with pytest.raises(book.BookError, match="first-run-data"):
+        with book.first_run_data(scratch):
+            pass
+    assert (precious / "keep").read_text() == "mine" and (scratch / "first-run-data").is_symlink()
+
+
 def test_a_relative_data_folder_is_read_from_the_notebooks_folder_and_a_missing_one_is_not_made(tmp_path,
                                                                                               monkeypatch):
     monkeypatch.setenv("TUTORIAL_DATA_DIR", "../data")

@@ -134,8 +134,14 @@ def first_run_data(scratch: Path) -> Iterator[Path]:
     run wrote: notebook 05's section 8 then reads back a 1.3 GB split, from the disk if the page cache has let it go,
     where a first run writes it and reads it from memory."""
     folder = scratch / FIRST_RUN_DATA
+    if folder.is_symlink() or folder.exists() and not folder.is_dir():   # not a folder a build made: leave it
+        raise BookError(f"{folder} is {file_problem(folder) or 'a file'} where a first run makes its data folder; "
+                        f"move it away and build again.")
     remove_first_run_data(folder)
-    folder.mkdir(parents=True)
+    try:
+        folder.mkdir(parents=True)
+    except OSError as e:
+        raise BookError(f"{folder} could not be made for --first-run ({e.strerror}).") from None
     try:
         source = data_source()
         for name in DATASET_FILES:
