@@ -172,3 +172,49 @@ def test_a_block_of_the_wrong_size_is_named(tmp_path):
     for bad in (blocks[0][:-1], blocks[0] + blocks[1]):   # part of a sample; more samples than a block holds
         with pytest.raises(ArrayRecordError, match="blocks of"):
             decode_blocks([blocks[1], bad], info)
+
+
+def test_a_split_written_while_another_is_being_written_stays_in_the_manifest(tmp_path, monkeypatch):
+    """Two writers of different splits of one folder: the one that started first must not save the manifest it
+    read at its start over the other's entry (issue 41 item 1). Writer B writes all of "test" while writer A is
+    between two shards of "train"."""
+    from helpers.storage import array_record
+
+    real_sha256, other = array_record.sha256_of, []
+
+    def sha256_then_the_other_writer(path):
+        if not other:   # once, when the first shard of "train" is written
+            other.append("started")
+            other.append(write_array_records(IMAGES[:20], LABELS[:20], tmp_path, "test", 2))
+        return real_sha256(path)
+
+    monkeypatch.setattr(array_record, "sha256_of", sha256_then_the_other_writer)
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 3)
+    monkeypatch.undo()
+    assert other[1].complete
+    for split, n in (("train", 50), ("test", 20)):
+        source, _ = array_record_source(tmp_path, split, verify=True)
+        assert len(source) == n, split
+
+
+def test_two_processes_writing_different_splits_at_once_keep_both(tmp_path):
+    """The same, for real: two processes write 12 shards each into one folder at the same time."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    script = ("import sys, numpy as np\n"
+              "from helpers.storage.array_record import write_array_records\n"
+              "split = sys.argv[2]\n"
+              "rng = np.random.default_rng(len(split))\n"
+              "write_array_records(rng.integers(0, 256, (240, 8, 8), dtype=np.uint8), rng.integers(0, 10, 240),\n"
+              "                    sys.argv[1], split, 12)\n")
+    writers = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), split], cwd=root,
+                                stderr=subprocess.PIPE, text=True) for split in ("train", "validation")]
+    for writer in writers:
+        assert writer.wait(120) == 0, writer.stderr.read()
+        writer.stderr.close()
+    for split in ("train", "validation"):
+        source, info = array_record_source(tmp_path, split, verify=True)
+        assert len(source) == 240 and info.complete, split

@@ -17,7 +17,8 @@ be shorter). Records are compressed with zstd (ArrayRecord's default) unless wri
 Files are `{split}-{index:05d}-of-{N:05d}.array_record`. `array_record_manifest.json` says, per split,
 each shard's record count, size and SHA-256, and whether the split is complete. Each shard is written under a
 temporary name and renamed when whole (`write_then_rename`); the manifest is rewritten atomically after every shard,
-so a writer killed part-way resumes at the first shard the manifest lacks (`resume=True`, checked to be the same
+read again under its own lock each time (writers of different splits can share a folder; one split has one writer
+at a time), so a writer killed part-way resumes at the first shard the manifest lacks (`resume=True`, checked to be the same
 data by its fingerprint). Nothing read from the manifest is used as a path unless it is exactly the name its split
 and index give. Labels are checked by `helpers.storage.labels` before the first byte is written.
 """
@@ -30,10 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from helpers.storage.files import (FileLock, atomic_write_text, check_name, file_problem, fingerprint_arrays,
-                                   sha256_of, stale_temporaries, write_then_rename)
+                                   sha256_of, stale_temporaries, temporaries_of, write_then_rename)
 from helpers.storage.labels import class_labels
 
 MANIFEST = "array_record_manifest.json"
+MANIFEST_LOCK = ".array_record_manifest.lock"   # held while the manifest is read and rewritten
 FORMAT = "bigger-than-memory array_record shards"
 LABEL_BYTES = 8
 
@@ -119,9 +121,15 @@ def _split_info(directory: Path, split: str, entry) -> SplitInfo:
     return info
 
 
-def _save(directory: Path, doc: dict, info: SplitInfo) -> None:
-    doc["splits"][info.split] = asdict(info)
-    atomic_write_text(directory / MANIFEST, json.dumps(doc, indent=1) + "\n")
+def _save(directory: Path, info: SplitInfo) -> None:
+    """Put `info` into the manifest as it is on disk now, every other split left as it is: writers of other splits
+    save theirs meanwhile, so the manifest is read again under its own lock, never written from an older copy."""
+    with FileLock(directory / MANIFEST_LOCK, f"the manifest {directory / MANIFEST}", wait=True):
+        for stale in temporaries_of(directory / MANIFEST):
+            stale.unlink(missing_ok=True)   # a writer killed while saving; no one else is saving now
+        doc = _load(directory)
+        doc["splits"][info.split] = asdict(info)
+        atomic_write_text(directory / MANIFEST, json.dumps(doc, indent=1) + "\n")
 
 
 def shard_samples(n: int, num_shards: int, block_size: int = 1) -> list[int]:
@@ -210,7 +218,7 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
             path = directory / name
             fresh.shards.append(ShardEntry(name, sizes[index], path.stat().st_size, sha256_of(path)))
             fresh.complete = len(fresh.shards) == num_shards
-            _save(directory, doc, fresh)
+            _save(directory, fresh)
     return fresh
 
 
