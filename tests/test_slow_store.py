@@ -307,3 +307,50 @@ def test_the_command_line_never_mounts_over_an_existing_folder(source, tmp_path)
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 2 and "already exists" in out.stderr
     assert not mounted(existing) and (existing / "keep.txt").read_text() == "mine"
+
+
+def _mount_options(mountpoint) -> tuple[str, list[str]]:
+    """(the mount's source field, its options) from the kernel's table."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == str(mountpoint):
+            after = fields[fields.index("-") + 1:]
+            return after[1], after[2].split(",") + fields[5].split(",")
+    raise AssertionError(f"{mountpoint} is not mounted")
+
+
+@needs_fuse
+@pytest.mark.parametrize("name", ["x,allow_other", "a,b", "back\\slash,ro=0", "space and é ü", "comma,"])
+def test_a_source_folder_name_never_becomes_a_mount_option(tmp_path, name):
+    """The source's path goes into FUSE's `-o fsname=...`: a comma in a folder's name must not split it into
+    options (issue 41 item 2), and the folder is served whatever its name."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "a.txt").write_text("served")
+    with mounted_slow_store(folder, **FAST) as store:
+        fsname, options = _mount_options(store)
+        assert "allow_other" not in options and "default_permissions" not in options, options
+        assert fsname.startswith("slow-store:"), fsname
+        assert (store / "a.txt").read_text() == "served"
+
+
+def test_the_command_line_refuses_a_mount_point_inside_its_source(source):
+    """`SRC SRC/slow` would mount the store inside itself: a walk over it never ends (issue 41 item 3). Refused,
+    through a symlink too, before anything is made."""
+    (source.parent / "link_to_source").symlink_to(source)
+    for mountpoint in (source / "slow", source / "nested" / "deeper", source.parent / "link_to_source" / "slow"):
+        out = subprocess.run([sys.executable, "-m", "helpers.scale.slow_store", str(source), str(mountpoint)],
+                             capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 2 and "inside" in out.stderr, (mountpoint, out.stderr)
+        assert not os.path.lexists(mountpoint) and not mounted(mountpoint)
+
+
+def test_a_store_of_a_folder_holding_the_temporary_folder_is_refused(source, monkeypatch):
+    """The library form mounts in the temporary folder: a source that holds it would hold its own mount."""
+    inside = source / "tmp"
+    inside.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(inside))
+    with pytest.raises(SlowStoreError, match="inside"):
+        with mounted_slow_store(source, **FAST):
+            pass
+    assert list(inside.iterdir()) == []

@@ -19,7 +19,7 @@ new folder it creates itself, and unmounts and removes it when stopped or when t
 
     python -m helpers.scale.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
 
-MOUNTPOINT must not exist (it is created, then removed at exit); stop with Ctrl-C.
+MOUNTPOINT must not exist (it is created, then removed at exit) and must not be inside SOURCE; stop with Ctrl-C.
 """
 from __future__ import annotations
 
@@ -321,6 +321,7 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
     import mfusepy
 
     _check_arguments(source, open_latency_ms, read_latency_ms, bandwidth_mb_s)
+    _check_mountpoint(source, mountpoint)
 
     def stop(signum, frame):   # until libfuse takes over SIGTERM (the finally below then removes the folder)
         raise SystemExit(128 + signum)
@@ -339,8 +340,10 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         # auto_unmount: fusermount3 unmounts even if this process is killed outright; direct_io: no page cache.
         try:
-            mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=False, ro=True, direct_io=True,
-                         auto_unmount=True, fsname=f"slow-store:{os.path.abspath(source)}", subtype="slowstore")
+            # The mount point is absolute, so a name starting with '-' is never read as an option.
+            mfusepy.FUSE(operations, os.path.abspath(mountpoint), foreground=True, nothreads=False, ro=True,
+                         direct_io=True, auto_unmount=True, subtype="slowstore",
+                         fsname=fuse_option_value(f"slow-store:{os.path.abspath(source)}"))
         except RuntimeError:   # libfuse's status: not 0 when a signal ended the loop, which is how it stops
             if not operations.served.is_set():
                 raise
@@ -349,6 +352,28 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         if is_mounted(mountpoint):
             unmount(mountpoint)
         remove_mountpoint(mountpoint)
+
+
+def fuse_option_value(text: str) -> str:
+    """`text` as one value in FUSE's comma-separated `-o` list: libfuse reads a backslash as "the next character
+    as it is", so a comma in a folder's name stays in the name instead of starting another option.
+
+    >>> fuse_option_value("slow-store:/data/x,allow_other")
+    'slow-store:/data/x\\\\,allow_other'
+    """
+    return text.replace("\\", "\\\\").replace(",", "\\,")
+
+
+def _check_mountpoint(source: str, mountpoint: str) -> None:
+    """Refuse a mount point inside the source (through symlinks too): the store would hold itself, and a walk over
+    it would never end."""
+    real_source, real_mountpoint = os.path.realpath(source), os.path.realpath(mountpoint)
+    if os.path.commonpath([real_source, real_mountpoint]) == real_source:
+        raise SlowStoreError(f"the mount point {mountpoint} is inside the source {source} ({real_mountpoint} in "
+                             f"{real_source}): the store would contain itself; mount it outside the folder it serves"
+                             + (" (the temporary folder is inside it: set TMPDIR to a folder outside)"
+                                if real_mountpoint.startswith(os.path.realpath(tempfile.gettempdir()) + os.sep)
+                                else ""))
 
 
 def _check_arguments(source, open_latency_ms, read_latency_ms, bandwidth_mb_s) -> None:
@@ -423,6 +448,7 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float, read_l
     # A fresh, unused name; the child creates the folder with mkdir, which fails if anyone has taken it since.
     mountpoint = tempfile.mkdtemp(prefix="slow-store-")
     os.rmdir(mountpoint)
+    _check_mountpoint(source, mountpoint)
     package_root = str(Path(__file__).resolve().parents[2])   # the child imports these helpers, not another copy
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     args = ["-m", "helpers.scale.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
@@ -457,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Serve a folder read-only through FUSE, slowly, as a network "
                                                  "store would (see the module's docstring).")
     parser.add_argument("source", help="the folder to serve")
-    parser.add_argument("mountpoint", help="where to mount it: a path that does not exist yet (created, then removed)")
+    parser.add_argument("mountpoint", help="where to mount it: a path that does not exist yet (created, then removed), outside "
+                                                          "the source")
     parser.add_argument("--open-latency-ms", type=float, default=30.0, help="wait per file open (default 30)")
     parser.add_argument("--read-latency-ms", type=float, default=5.0, help="wait per read request (default 5)")
     parser.add_argument("--bandwidth-mb-s", type=float, default=None,
