@@ -483,8 +483,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Serve a folder read-only through FUSE, slowly, as a network "
                                                  "store would (see the module's docstring).")
     parser.add_argument("source", help="the folder to serve")
-    parser.add_argument("mountpoint", help="where to mount it: a path that does not exist yet (created, then removed), outside "
-                                                          "the source")
+    parser.add_argument("mountpoint", help="where to mount it: a path outside the source that does not exist yet "
+                                           "(created, then removed)")
     parser.add_argument("--open-latency-ms", type=float, default=30.0, help="wait per file open (default 30)")
     parser.add_argument("--read-latency-ms", type=float, default=5.0, help="wait per read request (default 5)")
     parser.add_argument("--bandwidth-mb-s", type=float, default=None,
