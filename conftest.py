@@ -29,23 +29,82 @@ NOTEBOOK_CHAINS = {"01": "a", "02": "a", "04": "a", "05": "a", "06": "a",
                    "03": "b", "07": "b", "08": "b", "99": "b"}
 
 
+def notebook_of(nodeid: str) -> str | None:
+    """The notebook file a test's node id runs a cell of (`notebooks/NN_name.ipynb`), or None for other tests."""
+    path = nodeid.split("::", 1)[0]
+    return path if path.startswith("notebooks/") and path.endswith(".ipynb") else None
+
+
 def notebook_chain(nodeid: str) -> str:
-    """The xdist group of a notebook cell's test: its notebook's chain; a notebook the map does not name runs in
+    """The scheduling group of a notebook cell's test: its notebook's chain; a notebook the map does not name runs in
     chain a (after the others there: a new notebook then costs time, never correctness)."""
     number = nodeid.removeprefix("notebooks/")[:2]
     return f"notebooks-{NOTEBOOK_CHAINS.get(number, 'a')}"
 
 
-@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups
+def chain_scope(nodeid: str) -> str:
+    """What the scheduler hands to one process as a whole: a notebook's chain for its cells, the test itself for any
+    other test (so the unit tests spread over both processes). Any `@group` suffix an xdist release appends is
+    ignored: the chain is read from the notebook's own path."""
+    return notebook_chain(nodeid) if notebook_of(nodeid) else nodeid
+
+
+def _notebook_chain_scheduling():
+    """pytest-xdist's scope scheduler, scoped by `chain_scope`. This replaces `--dist loadgroup` with `xdist_group`
+    marks, which groups by a suffix it writes into each item's node id: from pytest 9.2 that write no longer changes
+    the id, every group is silently dropped and a notebook's cells run in two kernels (pytest-xdist issue #1386).
+    Here the group comes from the id pytest reports, whatever either release does with it;
+    tests/test_notebook_chains.py runs small notebooks through this scheduler in two processes and fails if one
+    notebook's cells ran in both."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebookChainScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return chain_scope(nodeid)
+
+    return NotebookChainScheduling
+
+
+@pytest.hookimpl(optionalhook=True)   # a hook of pytest-xdist's: without it installed, no process runs beside
+def pytest_xdist_make_scheduler(config, log):
+    """The scheduler of the two test processes: notebooks by chain (see `_notebook_chain_scheduling`). Only for the
+    project's own distribution mode (pyproject.toml's `--dist loadscope`); another `--dist` given on the command
+    line gets xdist's own scheduler, and `check_one_process_per_notebook` still stops a notebook split in two."""
+    if config.getvalue("dist") == "loadscope":
+        return _notebook_chain_scheduling()(config, log)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Each notebook's cells go to its chain's group (see NOTEBOOK_CHAINS); cells tagged `alone` time what their
-    notebook asserts, so they run while nothing runs in the other process."""
+    """Cells tagged `alone` time what their notebook asserts, so they run while nothing runs in the other process."""
     for item in items:
-        if item.nodeid.startswith("notebooks/"):
-            item.add_marker(pytest.mark.xdist_group(notebook_chain(item.nodeid)))
+        if notebook_of(item.nodeid):
             cell = getattr(item, "cell", None) or {}   # nbval's cell; tag "alone": it times what it asserts
             if "alone" in cell.get("metadata", {}).get("tags", []):
                 item.add_marker(pytest.mark.alone)
+
+
+def check_one_process_per_notebook(notebook: str, worker: str, folder: str) -> None:
+    """Record that `worker` runs `notebook`'s cells; fail the cell if another process ran some of them before: its
+    kernel never ran the setup cell, so the notebook would fail with confusing `NameError`s, or pass by chance."""
+    records = Path(folder) / "notebook-processes"
+    records.mkdir(mode=0o700, exist_ok=True)
+    record = records / notebook.replace("/", "_")
+    with open(record, "a+") as file:
+        lock(file, exclusive=True)
+        try:
+            file.seek(0)
+            first = file.read().strip()
+            if not first:
+                file.write(worker)
+                file.flush()
+        finally:
+            unlock(file)
+    if first and first != worker:
+        pytest.fail(f"{notebook}: its cells ran in two test processes ({first} and {worker}), so this cell's kernel "
+                    f"never ran the ones before it. The notebook scheduler in conftest.py was not used: run pytest "
+                    f"with the project's options (pyproject.toml: -n 2 --dist loadscope), or -n 0.", pytrace=False)
 
 
 LOCKS_ENV = "BTM_TEST_LOCKS"   # the folder of the run's locks, made by the main process, read by the workers
@@ -78,6 +137,13 @@ def lock_file(folder: str, name: str):
     is made again if something removed it during the run (opening failed, and the run stopped, before)."""
     Path(folder).mkdir(mode=0o700, parents=True, exist_ok=True)
     return open(Path(folder) / name, "a+")
+
+
+def pytest_runtest_setup(item):
+    folder = os.environ.get(LOCKS_ENV)
+    notebook = notebook_of(item.nodeid)
+    if notebook and hasattr(item.config, "workerinput") and fcntl is not None and folder:
+        check_one_process_per_notebook(notebook, item.config.workerinput["workerid"], folder)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -223,6 +223,7 @@ def test_a_first_run_refuses_a_dataset_file_it_cannot_read_before_removing_the_l
     (scratch / "executed").mkdir(parents=True)
     (scratch / "executed" / "01_generators_and_iterables.ipynb").write_text("{}")   # the last run's
     (scratch / "first-run-data" / "photo-sized").mkdir(parents=True)   # left by a killed build
+    monkeypatch.setattr(book, "_check_renderer", lambda: None)   # refused before rendering: no [book] extra needed
     with pytest.raises(book.BookError, match="mnist.npz is a FIFO"):
         with book.first_run_data(scratch):
             pass
@@ -278,6 +279,7 @@ def test_ctrl_c_ends_the_build_after_the_notebook_it_interrupted(tmp_path, monke
         return nbformat.v4.new_notebook(), {"seconds": 1.0, "quick": True, "cells": [], "errors": []}
 
     monkeypatch.setattr(book, "execute", execute)
+    monkeypatch.setattr(book, "_check_renderer", lambda: None)   # stopped before rendering: no [book] extra needed
     scratch, before = tmp_path / "scratch", signal.getsignal(signal.SIGINT)
     assert book.build(True, tmp_path / "site", only=["01", "02"], scratch=scratch) == 130
     assert ran == ["01_generators_and_iterables.ipynb"] and not (tmp_path / "site").exists()

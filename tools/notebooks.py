@@ -1,7 +1,7 @@
 """Maintenance for the notebooks: strip outputs, keep Colab links in sync, save the lessons' code.
 
     python -m tools.notebooks clean   # drop outputs and execution counts from every notebook; give cells ids
-    python -m tools.notebooks sync    # rewrite Colab badges and install cells from helpers.setup.config
+    python -m tools.notebooks sync    # rewrite Colab badges and the Colab install cell (COLAB_EXTRAS below)
     python -m tools.notebooks save    # write every `#@save` cell into helpers/lessons/ (see below)
     python -m tools.notebooks check   # exit 1 if any notebook has outputs, a cell without an id, a stale URL, or unsaved code
     python -m tools.notebooks strip-solutions OUT_DIR   # learner copies: the solutions taken out (see below)
@@ -94,8 +94,41 @@ def badges(notebook: Path) -> str:
     )
 
 
-def pip_target() -> str:
-    return f"{PACKAGE_NAME} @ git+{REPO_URL}@{REPO_BRANCH}"
+# The extras (pyproject.toml) each notebook's Colab cell installs with the helpers: those whose packages it imports
+# (tests/test_colab_installs.py follows its imports, the helpers' included, and fails on a package missing here).
+COLAB_EXTRAS = {"04": ("store",), "05": ("store",), "06": ("scale",), "07": ("photos", "store"),
+                "08": ("grain", "jax")}
+EXTRA_WORDS = {"store": "mfusepy", "scale": "Apache Beam", "photos": "scikit-image", "grain": "Grain, ArrayRecord",
+               "jax": "JAX"}
+COLAB_TAG = "colab-install"   # the tag of the generated cell, the notebook's first code cell
+
+
+def colab_extras(notebook: Path) -> tuple[str, ...]:
+    return COLAB_EXTRAS.get(notebook.name[:2], ())
+
+
+def pip_target(notebook: Path | None = None) -> str:
+    """What the Colab cell installs: the package with the notebook's extras, from the repository's branch."""
+    extras = colab_extras(notebook) if notebook else ()
+    name = f"{PACKAGE_NAME}[{','.join(extras)}]" if extras else PACKAGE_NAME
+    return f"{name} @ git+{REPO_URL}@{REPO_BRANCH}"
+
+
+def colab_cell_source(notebook: Path) -> str:
+    """The notebook's first code cell: on Colab only, pip installs the helpers and the extras it needs."""
+    extras = colab_extras(notebook)
+    also = f", with {', '.join(EXTRA_WORDS[e] for e in extras)}" if extras else ""
+    name = pip_target(notebook).split(" @ ")[0]
+    return (f"# extra code – on Colab only: pip installs the series' helpers{also}\n"
+            f"import subprocess, sys\n"
+            f'REPO = "{REPO_URL}"\n'
+            f'PKG = f"{name} @ git+{{REPO}}@{REPO_BRANCH}"\n'
+            f'if "google.colab" in sys.modules:\n'
+            f'    subprocess.run([sys.executable, "-m", "pip", "install", "-q", PKG], check=True)')
+
+
+def colab_cell(cells: list[dict]) -> dict | None:
+    return next((c for c in cells if COLAB_TAG in c.get("metadata", {}).get("tags", [])), None)
 
 
 def outputs_of(cells: list[dict]) -> list[int]:
@@ -113,8 +146,12 @@ def stale_links(notebook: Path, cells: list[dict]) -> list[str]:
     problems = []
     if colab_url(notebook) not in text:
         problems.append(f"missing Colab link {colab_url(notebook)}")
-    if pip_target() not in text:
-        problems.append(f"missing Colab install of {pip_target()!r}")
+    install = colab_cell(cells)
+    code = [c for c in cells if c.get("cell_type") == "code"]
+    if install is None or not code or code[0] is not install:
+        problems.append(f"the first code cell is not the Colab install cell (tagged {COLAB_TAG!r})")
+    elif "".join(install.get("source", "")) != colab_cell_source(notebook):
+        problems.append(f"the Colab install cell differs from the one for {pip_target(notebook)!r}")
     return problems
 
 
@@ -510,8 +547,24 @@ def write_learner_copies(out_dir: Path, paths: list[Path] | None = None) -> list
 
 
 def _rewrite(source: str, notebook: Path) -> str:
-    source = re.sub(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)( · \[View on GitHub\]\([^)]*\))?", badges(notebook), source)
-    return re.sub(rf"{PACKAGE_NAME} @ git\+[^\s\"']+", pip_target(), source)
+    return re.sub(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)( · \[View on GitHub\]\([^)]*\))?", badges(notebook), source)
+
+
+def sync_cells(cells: list[dict], notebook: Path) -> list[dict]:
+    """The cells with their badges rewritten and the Colab install cell made (or rewritten) as the first code cell,
+    just below the `## Setup` heading when there is one."""
+    old = colab_cell(cells) or {}
+    cells = [c for c in cells if c is not old]
+    for c in cells:
+        c["source"] = _rewrite("".join(c["source"]), notebook).splitlines(keepends=True)
+    install = {"cell_type": "code", "execution_count": None, "id": old.get("id") or COLAB_TAG,
+               "metadata": {"tags": [COLAB_TAG]}, "outputs": [],
+               "source": colab_cell_source(notebook).splitlines(keepends=True)}
+    setup = next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                  and "".join(c["source"]).lstrip().startswith("## Setup")), None)
+    first_code = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"), len(cells))
+    at = setup + 1 if setup is not None and setup < first_code else first_code
+    return cells[:at] + [install] + cells[at:]
 
 
 def _save(path: Path, nb: dict) -> None:
@@ -561,8 +614,7 @@ def _main(argv: list[str] | None = None) -> int:
                     c["id"] = uuid.uuid4().hex[:8]
             _save(path, nb)
         elif command == "sync":
-            for c in nb["cells"]:
-                c["source"] = _rewrite("".join(c["source"]), path).splitlines(keepends=True)
+            nb["cells"] = sync_cells(nb["cells"], path)
             _save(path, nb)
         elif command == "check":
             no_id = [i for i, c in enumerate(nb["cells"]) if not c.get("id")]
