@@ -27,6 +27,8 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 04 05 07 08
     measure/full_run.py         the maintainers' last full benchmark run, read by key               02 03 04 05 07 08 99
+    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        -
+                                appetite, dot plot, table
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     scale/data_service.py       a tf.data service here: the dispatcher in-process, worker processes  06

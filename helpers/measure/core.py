@@ -48,6 +48,18 @@ def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, 
     return rank, coverage
 
 
+def median_text(median: float, interval: tuple[float, float] | None, fmt: str = ".2f", unit: str = "") -> str:
+    """The series' one way to write a measured figure: "1.23× (1.10–1.40)"; the median alone without an interval.
+
+    >>> median_text(1234.5, (1000, 1500), ",.0f", " samples/s"), median_text(1.07, None, unit="×")
+    ('1,234 samples/s (1,000–1,500)', '1.07×')
+    """
+    if interval is None:
+        return f"{median:{fmt}}{unit}"
+    low, high = interval
+    return f"{median:{fmt}}{unit} ({low:{fmt}}–{high:{fmt}})"
+
+
 @dataclass(frozen=True)
 class Samples:
     """Repeated measurements of one thing: median, range, and the median's confidence interval.
@@ -146,8 +158,7 @@ class Samples:
         >>> Samples([1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.02, 0.98]).brief(unit="×")
         '1.01× (0.90–1.20)'
         """
-        low, high = self.interval
-        return f"{self.median:{fmt}}{unit} ({low:{fmt}}–{high:{fmt}})"
+        return median_text(self.median, self.interval, fmt, unit)
 
     def interval_text(self, fmt: str = ".2f") -> str:
         """The interval, its confidence (the one it really has with fewer than 6 rounds), the rounds, the range."""

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.measure.core import median_text
+
 FULL_RUN_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "last_full_run.txt"
 MEASURED = ("the maintainers' full benchmark run of 2026-12-03 (`python -m benchmarks.run` on an idle 2-core "
             "x86-64 VM without a GPU; benchmarks/last_full_run.txt)")
@@ -41,10 +43,7 @@ class FullRunFigure:
 
     def brief(self, fmt: str = ".2f", unit: str = "×") -> str:
         """"21.0× (14.1–25.9)": the median and its interval, as the notebooks print their own."""
-        if self.interval is None:
-            return f"{self.median:{fmt}}{unit}"
-        low, high = self.interval
-        return f"{self.median:{fmt}}{unit} ({low:{fmt}}–{high:{fmt}})"
+        return median_text(self.median, self.interval, fmt, unit)
 
     def describe(self, fmt: str = ".2f", unit: str = "×") -> str:
         """"4.25× (95 % CI 4.13–4.29)", the way the full run printed it; "(range 0.26–0.26)" for too few rounds.
