@@ -1,6 +1,8 @@
 """Exact resume (notebook 08): a training run killed by SIGKILL at three different points and resumed in another
 process trains on the same sample ids, in the same order, as a run never stopped, and reaches the same weights.
 And the check can fail: `BackupAndRestore`'s resume of the same kill does not give the same ids."""
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -58,3 +60,62 @@ def test_backup_and_restore_does_not(killed_runs, tmp_path):
     resumed = seen_ids(uninterrupted(train_with_backup, root / "backup"))
     assert len(resumed) > len(reference) == EPOCHS * N   # the interrupted epoch's first batches trained twice
     assert np.bincount(resumed, minlength=N).max() > EPOCHS
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _interrupted_run(directory, x, y, *, batch_size, stop_after, **settings):
+    """A run of `train_exact` stopped by an exception right after its `stop_after`-th batch (saved every batch)."""
+    import keras
+
+    class StopAfter(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.batches = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+            if self.batches == stop_after:
+                raise Interrupted
+
+    with pytest.raises(Interrupted):
+        train_exact(id_mlp(CAPACITY), x, y, directory, epochs=2, batch_size=batch_size, save_every=1,
+                    callbacks=[StopAfter()], **settings)
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"batch_size": 64}, "batch_size"),
+    ({"n": 448}, "len(x)"),
+    ({"seed": 2}, "seed"),
+    ({"reversed": True}, "fingerprint"),
+])
+def test_a_resume_with_other_settings_is_refused_by_name(tmp_path, change, named):
+    """Interrupted at batch 3 of 2 x 256 samples, then resumed with another batch size, less data, another seed or
+    other data of the same size: the saved batch count would mean other samples (issue 41 item 4), so the resume is
+    refused, naming the setting, and the checkpoint is left as it was: the same settings then resume it."""
+    x, y = training_data(512)
+    _interrupted_run(tmp_path, x, y, batch_size=256, stop_after=3)
+    saved = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    other_x, other_y = x[: change.get("n", 512)], y[: change.get("n", 512)]
+    if change.get("reversed"):
+        other_x, other_y = x[::-1], y[::-1]
+    model = id_mlp(CAPACITY)
+    with pytest.raises(ValueError, match=re.escape(named)) as refused:
+        train_exact(model, other_x, other_y, tmp_path, epochs=2, batch_size=change.get("batch_size", 256),
+                    save_every=1, **({"seed": change["seed"]} if "seed" in change else {}))
+    assert str(tmp_path) in str(refused.value)
+    assert len(seen_ids(model)) == 0   # nothing restored, nothing trained
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == saved
+    resumed = id_mlp(CAPACITY)
+    train_exact(resumed, x, y, tmp_path, epochs=2, batch_size=256, save_every=1)
+    assert len(seen_ids(resumed)) == 2 * 512
+
+
+def test_a_resume_past_the_epochs_asked_for_is_refused(tmp_path):
+    """A run saved in its second epoch, called again for one epoch, has trained more than it is asked to."""
+    x, y = training_data(512)
+    _interrupted_run(tmp_path, x, y, batch_size=256, stop_after=3)
+    with pytest.raises(ValueError, match="epochs"):
+        train_exact(id_mlp(CAPACITY), x, y, tmp_path, epochs=1, batch_size=256, save_every=1)

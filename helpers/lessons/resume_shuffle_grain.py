@@ -104,23 +104,42 @@ def iterator_checkpoint_bytes(dataset, directory, batches=3):
 
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
-class SavePosition(keras.callbacks.Callback):
-    """Every `every` batches, saves the model, its optimizer and the run's batch count to
-    `directory` (`tf.train.CheckpointManager`, the last two kept); `restore()` loads the latest
-    and returns the count."""
+import json
 
-    def __init__(self, directory, model, every):
+from helpers.storage.files import fingerprint_arrays
+
+
+class SavePosition(keras.callbacks.Callback):
+    """Every `every` batches, saves the model, its optimizer, the run's batch count and what
+    the count means (`settings`: batch size, data length, seed, a fingerprint of the data) to
+    `directory` (`tf.train.CheckpointManager`, the last two kept). `restore()` loads the latest
+    and returns the count; a checkpoint saved with other settings is refused (`ValueError`
+    naming each setting that differs) before anything is loaded."""
+
+    def __init__(self, directory, model, every, settings):
         super().__init__()
         self.every, self.position = every, tf.Variable(0, dtype=tf.int64)
+        self.settings = settings
         model.optimizer.build(model.trainable_variables)   # its variables exist before a restore
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer,
-                                         position=self.position)
+                                         position=self.position,
+                                         settings=tf.Variable(json.dumps(settings)))
         self.manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=2)
 
     def restore(self):
-        if self.manager.latest_checkpoint:
-            latest = self.manager.latest_checkpoint
-            self.manager.checkpoint.restore(latest).assert_existing_objects_matched()
+        latest = self.manager.latest_checkpoint
+        if not latest:
+            return 0
+        saved = tf.train.load_checkpoint(latest)
+        key = "settings/.ATTRIBUTES/VARIABLE_VALUE"
+        was = json.loads(saved.get_tensor(key)) if saved.has_tensor(key) else {}
+        differ = [f"{name} was {was.get(name, 'not saved')!r}, now {value!r}"
+                  for name, value in self.settings.items() if was.get(name) != value]
+        if differ:
+            raise ValueError(f"{latest} was saved with other settings ({'; '.join(differ)}): "
+                             f"its batch count would mean other samples. Resume with its "
+                             f"settings, or train in a new folder.")
+        self.manager.checkpoint.restore(latest).assert_existing_objects_matched()
         return int(self.position.numpy())
 
     def on_train_batch_end(self, batch, logs=None):
@@ -129,20 +148,27 @@ class SavePosition(keras.callbacks.Callback):
             self.manager.save()
 
 
-def train_exact(model, x, y, directory, *, epochs, batch_size, save_every, callbacks=()):
+def train_exact(model, x, y, directory, *, epochs, batch_size, save_every, seed=1,
+                callbacks=()):
     """`fit` from the latest position saved in `directory` (or the start), saving it every
-    `save_every` batches: killed anywhere and called again, it trains the same batches as a run
-    never stopped."""
+    `save_every` batches: killed anywhere and called again with the same data and settings, it
+    trains the same batches as a run never stopped; with others, it refuses (`ValueError`)."""
     per_epoch = -(-len(x) // batch_size)
-    saver = SavePosition(directory, model, save_every)
+    settings = {"batch_size": int(batch_size), "len(x)": len(x), "seed": int(seed),
+                "fingerprint of x and y": fingerprint_arrays(np.asarray(x), np.asarray(y))}
+    saver = SavePosition(directory, model, save_every, settings)
     epoch, step = divmod(saver.restore(), per_epoch)
+    if epoch * per_epoch + step > epochs * per_epoch:
+        raise ValueError(f"{directory} holds a run saved in epoch {epoch + 1}, past the "
+                         f"epochs={epochs} asked for: ask for {epoch + 1} or more")
     if step:   # finish the interrupted epoch: Keras starts every epoch at its first batch
-        rest = index_batches(x, y, batch_size, epoch * per_epoch + step, (epoch + 1) * per_epoch)
+        rest = index_batches(x, y, batch_size, epoch * per_epoch + step, (epoch + 1) * per_epoch,
+                             seed)
         model.fit(rest, initial_epoch=epoch, epochs=epoch + 1, verbose=0,
                   callbacks=[saver, *callbacks])
         epoch += 1
     if epoch < epochs:
-        model.fit(index_batches(x, y, batch_size, epoch * per_epoch, epochs * per_epoch),
+        model.fit(index_batches(x, y, batch_size, epoch * per_epoch, epochs * per_epoch, seed),
                   steps_per_epoch=per_epoch, initial_epoch=epoch, epochs=epochs, verbose=0,
                   callbacks=[saver, *callbacks])
 
