@@ -9,8 +9,9 @@ without Chromium it is skipped, saying which packages to install.
 
 Each page is served over HTTP from 127.0.0.1, as GitHub Pages would serve it, with every other host unreachable
 (so a resource fetched from the internet fails here on any machine). Asserted: no console error, every image
-loaded (natural width > 0), every link inside the site reaching an existing page, file and anchor, a banner and a
-Colab badge on each notebook's page, and the build's record on the landing page. A screenshot of each page is
+loaded (natural width > 0), every link inside the site reaching an existing page, file and anchor (a notebook's
+link to `../docs/reading-figures.md` among them), a banner and a Colab badge on each notebook's page, the build's
+record on the landing page, and a page for each of docs/*.md. A screenshot of each page is
 saved under the test's temporary folder (its path is printed).
 """
 from __future__ import annotations
@@ -172,6 +173,95 @@ def test_the_landing_page_holds_the_readme_table_and_the_build():
     assert f"]({names[0]})" in text and "2026-01-02 10:00 UTC" in text and "tensorflow 2.21.0" in text
     assert all(f"| {10 + i} s |" in text for i in range(len(names)))
     assert "workshop" in text
+
+
+def _docs(folder, untitled=True):
+    """A small docs/ folder: pages linking each other, notebooks, the README, a repository file and nothing; and a
+    page without a title (Sphinx warns of it in a table of contents, as it should)."""
+    folder.mkdir()
+    (folder / "reading-figures.md").write_text(
+        "# How to read the figures\n\n## Rounds\n\n[the keys](benchmarks.md#the-keys) [04](../notebooks/04_x.ipynb) "
+        "[99](../notebooks/99_y.ipynb) [the run](../benchmarks/last_full_run.txt) [home](../README.md) "
+        "[here](#rounds) [away](https://example.org/a.md) [gone](missing.md)\n")
+    (folder / "benchmarks.md").write_text("# Benchmarks\n\n## The keys\n\n[figures](reading-figures.md#rounds)\n")
+    if untitled:
+        (folder / "zz-notes.md").write_text("no title here\n")
+    return folder
+
+
+def test_the_docs_pages_are_pages_of_the_book_with_their_links_made_for_the_site(tmp_path):
+    """docs/*.md become pages under docs/ in the site, after the notebooks (issue 42): a link to another docs page,
+    to a notebook in the book, to the README leads to its page; to a notebook not in this build or another file of
+    the repository, to GitHub; a link to nothing is left as written, so Sphinx warns of it."""
+    from helpers.setup.config import REPO_BRANCH, REPO_URL
+
+    src = tmp_path / "src"
+    made = book.write_doc_pages(src, {"04_x.ipynb"}, _docs(tmp_path / "docs"))
+    assert made == [("docs/reading-figures", "How to read the figures"), ("docs/benchmarks", "Benchmarks"),
+                    ("docs/zz-notes", "zz-notes")]
+    text = (src / "docs" / "reading-figures.md").read_text()
+    assert "[the keys](benchmarks.md#the-keys)" in text and "[04](../04_x.ipynb)" in text
+    assert f"[99]({REPO_URL}/blob/{REPO_BRANCH}/notebooks/99_y.ipynb)" in text
+    assert f"[the run]({REPO_URL}/blob/{REPO_BRANCH}/benchmarks/last_full_run.txt)" in text
+    assert "[home](../index.md)" in text and "[here](#rounds)" in text and "(https://example.org/a.md)" in text
+    assert "[gone](missing.md)" in text
+    assert "[figures](reading-figures.md#rounds)" in (src / "docs" / "benchmarks.md").read_text()
+    # a notebook, at the site's top, links to the docs page as the repository has it: ../docs/reading-figures.md
+    nb = _nb([_md("# 04 · X\n\nSee [how to read these figures](../docs/reading-figures.md#rounds).")])
+    shown = book.page(nb, {"seconds": 1, "quick": True, "errors": []}, "d", {"04_x.ipynb"},
+                      tmp_path / "04_x.ipynb", {"reading-figures.md", "benchmarks.md"})
+    assert "[how to read these figures](docs/reading-figures.md#rounds)" in shown.cells[0].source
+    # the README's links, on the landing page
+    assert book.rewrite_links("[b](docs/benchmarks.md) [n](notebooks/04_x.ipynb)", {"04_x.ipynb"},
+                              {"benchmarks.md"}, at="") == "[b](docs/benchmarks.md) [n](04_x.ipynb)"
+
+
+def test_the_landing_page_lists_the_docs_pages():
+    names = [p.name for p in book.discover()]
+    run = {"date": "d", "quick": True, "cpu": "a CPU", "cores": 2, "versions": {},
+           "notebooks": {n: {"seconds": 10, "errors": [], "sources": {}} for n in names}}
+    text = book.landing(run, names, [("docs/reading-figures", "How to read the figures"), ("docs/book", "The book")])
+    assert "- [How to read the figures](docs/reading-figures.md)\n- [The book](docs/book.md)" in text
+    toctrees = re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
+    assert [line for line in toctrees[-1].splitlines() if line and not line.startswith(":")] == [
+        "workshop", "docs/reading-figures", "docs/book"]
+    assert set(names) <= set(toctrees[0].splitlines())
+    pages = [f"docs/{p.stem}" for p in book.doc_pages()]       # by default, every page of the repository's docs/
+    assert pages and all(f"]({name}.md)" in book.landing(run, names) for name in pages)
+
+
+@pytest.mark.book
+def test_a_notebooks_link_to_a_docs_page_reaches_it_in_the_rendered_site(tmp_path, monkeypatch):
+    """Rendered by Sphinx on small inputs: the notebook's `../docs/reading-figures.md#rounds` reaches that page and
+    its anchor, the docs pages' links reach the notebook and each other, and the one link to nothing is the only
+    warning."""
+    pytest.importorskip("myst_nb", reason='the book\'s renderer is missing: pip install -e ".[book]"')
+    from tools import workshop
+
+    monkeypatch.setattr(workshop, "page", lambda run, paths: "# For instructors\n")
+    nb = _nb([_md("# 04 · X\n\nSee [how to read these figures](../docs/reading-figures.md#rounds)."),
+              _code("print(1)", [_stream("1\n")])],
+             {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    run = {"date": "d", "quick": True, "cpu": "a CPU", "cores": 2, "versions": {},
+           "notebooks": {"04_x.ipynb": {"seconds": 1, "errors": [], "sources": {}}}}
+    site = tmp_path / "site"
+    warnings = book.render(run, {"04_x.ipynb": nb}, tmp_path / "scratch" / "src", site, _docs(tmp_path / "docs", untitled=False))
+    assert len(warnings) == 1 and "missing.md" in warnings[0], warnings
+
+    def links(page: str) -> dict[str, Path]:
+        """Each link's text → the file and anchor it reaches, from `page` of the site."""
+        found = re.findall(r'href="([^"#]*)(#[^"]*)?"[^>]*>(?:<[^>]+>)*([^<]+)<', (site / page).read_text())
+        return {text.strip(): ((site / page).parent / path if path else site / page, anchor.lstrip("#"))
+                for path, anchor, text in found}
+
+    html, anchor = links("04_x.html")["how to read these figures"]
+    assert html.resolve() == (site / "docs" / "reading-figures.html").resolve() and anchor == "rounds"
+    assert f'id="{anchor}"' in html.read_text()
+    from_docs = links("docs/reading-figures.html")
+    assert from_docs["04"][0].resolve() == (site / "04_x.html").resolve()
+    assert from_docs["the keys"][0].resolve() == (site / "docs" / "benchmarks.html").resolve()
+    index = links("index.html")
+    assert index["How to read the figures"][0].resolve() == (site / "docs" / "reading-figures.html").resolve()
 
 
 def test_a_first_run_has_a_data_folder_empty_but_for_the_datasets_files_and_removed_after(tmp_path, monkeypatch):
@@ -479,6 +569,9 @@ def test_the_landing_page_records_the_build(site, browsed):
     for notebook in record["notebooks"]:
         assert any(href.endswith(notebook.replace(".ipynb", ".html")) for href in links), notebook
     assert any(href.endswith("workshop.html") for href in links)
+    for doc in book.doc_pages():      # every page of docs/ is a page of the site, linked from the landing page
+        assert f"docs/{doc.stem}.html" in browsed, f"no page for docs/{doc.name}"
+        assert any(href.endswith(f"docs/{doc.stem}.html") for href in links), f"the landing page lacks docs/{doc.name}"
 
 
 OUTPUT_WIDTHS = """

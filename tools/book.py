@@ -17,6 +17,8 @@ from, links between notebooks point at their pages, the Colab badge is served fr
 load offline), long text outputs scroll, progress bars (widgets) show their last state as text, and TensorFlow's C++
 start-up lines are left out (every other output is shown as the run made it). The landing page holds the README's
 table of notebooks, the date, versions, device and each notebook's run time; the instructor's page (tools/workshop.py) is made from the same run.
+The Markdown pages of docs/ are pages of the book too, linked from the landing page; links between notebooks, docs
+pages and the README lead to their pages, and links to other files of the repository lead to GitHub.
 A notebook whose run raised an error is still rendered, with a red banner, and the build exits with status 1.
 The site replaces only a folder the book made (its marker file inside, `out_problem`), or a new or empty one.
 """
@@ -42,7 +44,7 @@ from tools import folders
 from tools.build_record import RecordError, read_record
 from tools.notebooks import colab_url, github_url
 from helpers.data.datasets import CIFAR_DIR, MNIST_FILE
-from helpers.setup.config import DATA_DIR_ENV
+from helpers.setup.config import DATA_DIR_ENV, REPO_BRANCH, REPO_URL
 from helpers.storage.files import FileLock, LockHeldError, atomic_write_text, file_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,21 +322,87 @@ def banner(nb: dict, record: dict, date: str) -> str:
 # ---------------------------------------------------------------- pages
 
 
-def rewrite_links(text: str, in_book: set[str]) -> str:
-    """`NN_name.ipynb` links point at that notebook's page when it is in the book, otherwise at GitHub;
-    the Colab badge's image is served from the site (the book must load offline).
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+NOTEBOOK_LINK = re.compile(r"^(?:(?:\.\./)?notebooks/)?(\d\d_\w+\.ipynb)$")
+DOCS = "docs"   # the docs pages' folder, in the repository and in the site alike
+
+
+def rewrite_links(text: str, in_book: set[str], docs: set[str] | None = None, at: str = "notebooks") -> str:
+    """Links written for the repository, made to work in the site. `at` is the repository folder the text comes from
+    ("notebooks", "" for the README, "docs"): notebooks' pages and the landing page sit at the site's top, the docs
+    pages in its docs/ folder. A notebook's link leads to its page when it is in the book, otherwise to GitHub; a
+    link to a page of docs/ (`docs`: their names, default those in docs/) to that page; the README to the landing
+    page; any other file of the repository to GitHub. A link to nothing in the repository is left as written, so
+    the renderer warns of it. The Colab badge's image is served from the site (the book must load offline).
 
     >>> rewrite_links("[next](02_b.ipynb) [x](03_c.ipynb#top)", {"02_b.ipynb"}).split(" ")[0]
     '[next](02_b.ipynb)'
+    >>> rewrite_links("[figures](../docs/reading-figures.md#rounds)", set(), {"reading-figures.md"})
+    '[figures](docs/reading-figures.md#rounds)'
+    >>> rewrite_links("[04](../notebooks/04_x.ipynb) [home](../README.md)", {"04_x.ipynb"}, set(), at="docs")
+    '[04](../04_x.ipynb) [home](../index.md)'
     """
-    def link(match: re.Match) -> str:
-        name, anchor = match[2], match[3] or ""
-        if name in in_book:
-            return f"]({name}{anchor})"
-        return f"]({github_url(Path(name))}{anchor})"
+    docs = {p.name for p in doc_pages()} if docs is None else docs
+    here = DOCS if at == DOCS else ""           # the folder of the page in the site
 
-    text = re.sub(r"\]\((notebooks/)?(\d\d_\w+\.ipynb)(#[^)]*)?\)", link, text)
-    return text.replace(COLAB_BADGE, "colab-badge.svg")
+    def link(match: re.Match) -> str:
+        target, hash_, anchor = match[1].partition("#")
+        anchor = hash_ + anchor
+        if not target or re.match(r"^[a-z][\w+.-]*:", target, re.I) or target.startswith("/"):
+            return match[0]                      # an anchor on this page, an address, an absolute path
+        if notebook := NOTEBOOK_LINK.match(target):
+            name = notebook[1]
+            if name not in in_book:
+                return f"]({github_url(Path(name))}{anchor})"
+            site = name
+        else:
+            path = os.path.normpath(os.path.join(at, target)).replace(os.sep, "/")
+            folder, _, name = path.rpartition("/")
+            if folder == DOCS and name in docs:
+                site = path
+            elif path == "README.md" and not anchor:
+                site = "index.md"
+            elif path == ".":
+                return f"]({REPO_URL}{anchor})"
+            elif not path.startswith("../") and (ROOT / path).exists():
+                kind = "tree" if (ROOT / path).is_dir() else "blob"
+                return f"]({REPO_URL}/{kind}/{REPO_BRANCH}/{path}{anchor})"
+            else:
+                return match[0]
+        return f"]({os.path.relpath(site, here or '.').replace(os.sep, '/')}{anchor})"
+
+    return LINK.sub(link, text).replace(COLAB_BADGE, "colab-badge.svg")
+
+
+def doc_pages(folder: Path | None = None) -> list[Path]:
+    """The Markdown pages of docs/, shown in the book after the notebooks: those in `DOC_ORDER` first, in that order,
+    then any other by name."""
+    found = sorted((folder or ROOT / DOCS).glob("*.md"))
+    rank = {name: i for i, name in enumerate(DOC_ORDER)}
+    return sorted(found, key=lambda p: (rank.get(p.stem, len(rank)), p.name))
+
+
+DOC_ORDER = ("reading-figures", "benchmarks", "book", "workshop", "contributing")
+
+
+def doc_title(text: str, fallback: str) -> str:
+    """A page's `# title`, else `fallback`."""
+    found = re.search(r"^# (.+)$", text, re.M)
+    return found[1].strip() if found else fallback
+
+
+def write_doc_pages(src: Path, in_book: set[str], folder: Path | None = None) -> list[tuple[str, str]]:
+    """Write the pages of docs/ into `src`/docs with their links made to work in the site; return each page's
+    document name and title, in the book's order."""
+    pages = doc_pages(folder)
+    names = {p.name for p in pages}
+    (src / DOCS).mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in pages:
+        text = path.read_text(encoding="utf-8")
+        (src / DOCS / path.name).write_text(rewrite_links(text, in_book, names, at=DOCS), encoding="utf-8")
+        written.append((f"{DOCS}/{path.stem}", doc_title(text, path.stem)))
+    return written
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -397,8 +465,9 @@ def drop_startup_lines(nb: dict) -> None:
             cell["outputs"] = kept
 
 
-def page(nb: dict, record: dict, date: str, in_book: set[str], path: Path) -> dict:
-    """The notebook as the book shows it: links rewritten, a banner under the title, long outputs in a scroll box."""
+def page(nb: dict, record: dict, date: str, in_book: set[str], path: Path, docs: set[str] | None = None) -> dict:
+    """The notebook as the book shows it: links rewritten (`rewrite_links`; `docs`, the docs pages in the book), a
+    banner under the title, long outputs in a scroll box."""
     import nbformat
 
     nb = copy.deepcopy(nb)
@@ -407,7 +476,7 @@ def page(nb: dict, record: dict, date: str, in_book: set[str], path: Path) -> di
     nb = nbformat.from_dict(nb)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            cell.source = rewrite_links(cell.source, in_book)
+            cell.source = rewrite_links(cell.source, in_book, docs)
         elif _text_lines(cell) > SCROLL_LINES:
             cell.metadata.setdefault("tags", []).append("scroll-output")
     note = banner(nb, record, date)
@@ -453,10 +522,15 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def landing(run: dict, names: list[str]) -> str:
-    """index.md: the README's opening and table of notebooks, then this build's date, versions, device and times."""
+def landing(run: dict, names: list[str], docs: list[tuple[str, str]] | None = None) -> str:
+    """index.md: the README's opening and table of notebooks, the other pages (`docs`: each docs page's document
+    name and title, default those of docs/), then this build's date, versions, device and times."""
+    if docs is None:
+        docs = [(f"{DOCS}/{p.stem}", doc_title(p.read_text(encoding="utf-8"), p.stem)) for p in doc_pages()]
+    doc_names = {f"{name.rpartition('/')[2]}.md" for name, _ in docs}
     intro = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0].split("\n", 1)[1].strip()
-    table = rewrite_links(readme_section("The notebooks"), set(names))
+    intro = rewrite_links(intro, set(names), doc_names, at="")
+    table = rewrite_links(readme_section("The notebooks"), set(names), doc_names, at="")
     mode = "quick mode (`TUTORIAL_QUICK=1`, generated stand-ins where the real data is missing)" if run["quick"] \
         else "a full run (`TUTORIAL_QUICK=0`) on the data the notebooks found"
     rows = []
@@ -473,6 +547,9 @@ def landing(run: dict, names: list[str]) -> str:
     return "\n".join([
         "# Bigger Than Memory", "", intro, "",
         "## The notebooks", "", table, "",
+        "## More pages", "",
+        "- For instructors: [a one-day and a two-day plan, and the workshop kit](workshop.md)",
+        *[f"- [{md_text(title)}]({name}.md)" for name, title in docs], "",
         "## This build", "",
         f"Every output in this book comes from one run of each notebook, made on **{md_text(run['date'])}** in "
         f"{mode}, by `python -m tools.book{' --quick' if run['quick'] else ''}"
@@ -485,8 +562,9 @@ def landing(run: dict, names: list[str]) -> str:
         f"All {len(names)} notebooks: {total / 60:.1f} min of execution. Each page starts with a banner saying which "
         f"mode and data its outputs come from. The quick-mode and full-run times in the table of notebooks were "
         f"measured on an idle machine; the times here are this build's.", "",
-        "For instructors: [a one-day and a two-day plan, and the workshop kit](workshop.md).", "",
-        "```{toctree}", ":hidden:", ":maxdepth: 1", "", *names, "workshop", "```", "",
+        "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Notebooks", "", *names, "```", "",
+        "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: More pages", "", "workshop",
+        *[name for name, _ in docs], "```", "",
     ])
 
 
@@ -522,8 +600,9 @@ def mathjax_file() -> Path:
         "sphinx-mathjax-offline/static/mathjax/tex-svg.js"))
 
 
-def render(run: dict, executed: dict[str, dict], src: Path, out: Path) -> list[str]:
-    """Write the Sphinx source for the run into `src` and build the HTML into `out`; return Sphinx's warnings."""
+def render(run: dict, executed: dict[str, dict], src: Path, out: Path, docs_folder: Path | None = None) -> list[str]:
+    """Write the Sphinx source for the run (its notebooks, the pages of docs/ or `docs_folder`) into `src` and build
+    the HTML into `out`; return Sphinx's warnings."""
     import nbformat
     from sphinx.cmd.build import build_main
 
@@ -534,10 +613,12 @@ def render(run: dict, executed: dict[str, dict], src: Path, out: Path) -> list[s
         shutil.rmtree(src)
     (src / "_static").mkdir(parents=True)
     names = sorted(executed)
+    docs = write_doc_pages(src, set(names), docs_folder)
+    doc_names = {f"{name.rpartition('/')[2]}.md" for name, _ in docs}
     for name in names:
-        nb = page(executed[name], run["notebooks"][name], run["date"], set(names), NOTEBOOK_DIR / name)
+        nb = page(executed[name], run["notebooks"][name], run["date"], set(names), NOTEBOOK_DIR / name, doc_names)
         nbformat.write(nb, src / name)
-    (src / "index.md").write_text(landing(run, names), encoding="utf-8")
+    (src / "index.md").write_text(landing(run, names, docs), encoding="utf-8")
     (src / "workshop.md").write_text(workshop.page(run, [NOTEBOOK_DIR / n for n in names]), encoding="utf-8")
     (src / "conf.py").write_text(CONF.format(repo=REPO_URL), encoding="utf-8")
     shutil.copy(ASSETS / "colab-badge.svg", src / "colab-badge.svg")
