@@ -4,6 +4,7 @@
     python -m benchmarks.run --quick    # small sizes, a smoke test (about a minute)
     python -m benchmarks.run --json     # one JSON object {key: ratio, ..., "intervals": {...}} on stdout
     python -m benchmarks.run --only tfrecord
+    python -m benchmarks.run --only bigger_than_ram   # on request only (see ON_REQUEST)
 
 Each module defines `run(quick: bool) -> list[Result]`. A ratio compares two things measured
 in this same run, in rounds whose order alternates (A B, then B A: `helpers.measure.alternate`),
@@ -116,9 +117,19 @@ def judge_value(value: float, goal: str) -> bool | None:
     return Samples([value]).meets(goal)
 
 
-def modules() -> list[str]:
+# Modules a full run leaves out: they run only when `--only` names them (writing more than the machine's RAM,
+# or the minutes of steps behind a recommendation).
+ON_REQUEST = ("bench_bigger_than_ram", "bench_cold_steps")
+
+
+def modules(only: str | None = None) -> list[str]:
+    """The benchmark modules to run: every `bench_*` module but those `ON_REQUEST`, or those whose name holds
+    `only` (then `ON_REQUEST` ones too)."""
     here = os.path.dirname(__file__)
-    return sorted(m.name for m in pkgutil.iter_modules([here]) if m.name.startswith("bench_"))
+    names = sorted(m.name for m in pkgutil.iter_modules([here]) if m.name.startswith("bench_"))
+    if only:
+        return [name for name in names if only in name]
+    return [name for name in names if name not in ON_REQUEST]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     results: list[Result] = []
-    for name in modules():
-        if args.only and args.only not in name:
-            continue
+    for name in modules(args.only):
         with stderr_to_devnull():  # TensorFlow's load-time log lines, which ignore TF_CPP_MIN_LOG_LEVEL
             module = importlib.import_module(f"benchmarks.{name}")
         print(f"running {name} ({'quick' if args.quick else 'full'})…", file=sys.stderr, end=" ", flush=True)

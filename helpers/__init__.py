@@ -31,6 +31,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
                                 appetite, dot plot, table
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
+    measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     -
     scale/data_service.py       a tf.data service here: the dispatcher in-process, worker processes  06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06

@@ -117,3 +117,156 @@ def test_the_gpu_appetite_script_measures_every_model_at_each_batch_size():
     rate = {(f["model"], f["batch_size"]): f["samples_per_second"] for f in report["figures"]}
     assert rate["mnist_mlp", 256] > rate["mnist_mlp", 32]            # larger batches train more samples/s
     assert rate["mnist_mlp", 32] > rate["cifar_autoencoder", 32]     # the MLP is far lighter than the autoencoder
+
+
+# Issue 44: cold reads against the device, and a run on more data than the machine holds.
+COLD_KEYS = {"cold_pipeline_vs_raw_read_mlp", "cold_pipeline_vs_raw_read_ae", "cold_lesson_vs_raw_read_mlp",
+             "cold_lesson_vs_raw_read_ae", "cold_pipeline_vs_gpu_bs1024", "cold_pipeline_vs_gpu_bs256"}
+if hasattr(os, "posix_fadvise"):
+    EXPECTED_KEYS |= COLD_KEYS
+BIGGER_THAN_RAM_KEYS = {"bigger_than_ram_pipeline_vs_raw_read", "bigger_than_ram_peak_rss_vs_1gb",
+                        "bigger_than_ram_epoch_vs_gpu_bs1024"}
+
+
+def test_a_full_run_leaves_out_the_modules_run_on_request_only():
+    from benchmarks.run import ON_REQUEST, modules
+
+    everything = modules()
+    assert "bench_cold_read" in everything and not set(ON_REQUEST) & set(everything)
+    assert modules("bigger_than_ram") == ["bench_bigger_than_ram"] and modules("cold_steps") == ["bench_cold_steps"]
+    assert modules("cold_read") == ["bench_cold_read"]
+
+
+def test_a_dropped_file_leaves_the_page_cache_and_a_raw_read_brings_it_back(tmp_path):
+    import pytest
+
+    from helpers.measure.cold_read import cached_fraction, cached_pages, can_drop_page_cache, drop_from_page_cache, \
+        read_raw
+
+    if not (can_drop_page_cache() and sys.platform.startswith("linux")):
+        pytest.skip("posix_fadvise and mincore: Linux")
+    path = tmp_path / "data.bin"
+    path.write_bytes(os.urandom(8 * 2**20))
+    (tmp_path / "empty").write_bytes(b"")
+    assert cached_pages(tmp_path / "empty") == (0, 0)
+    assert read_raw([path], chunk=3 * 2**20) == 8 * 2**20   # chunks that do not divide the file
+    assert cached_fraction([path]) > 0.9                     # just written and read: in the page cache
+    drop_from_page_cache([path])
+    assert cached_fraction([path]) < 0.02                    # mincore: the pages are gone
+    read_raw([path])
+    assert cached_fraction([path]) > 0.9
+
+
+def test_the_bigger_than_ram_run_plans_more_than_ram_and_refuses_without_the_space(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    from benchmarks import bench_bigger_than_ram as big
+    from helpers.measure import cold_read
+
+    parts, per_part = big.plan(24 * 2**30, quick=False)
+    assert parts * per_part * 784 >= 1.25 * 24 * 2**30 and big.bytes_on_disk(parts * per_part) > parts * per_part * 784
+    with pytest.raises(big.NotEnoughSpace, match=r"needs 36\.\d GB free in .* but 20\.0 GB are; nothing was written"):
+        big.check_free_space(tmp_path, 31 * 10**9, 20 * 10**9, "31 GB of block records")
+    big.check_free_space(tmp_path, 31 * 10**9, 37 * 10**9, "31 GB of block records")   # room for it and the reserve
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(big.tempfile, "tempdir", None)   # read TMPDIR again
+    monkeypatch.setattr(cold_read, "free_bytes", lambda folder: 10**9)
+    with pytest.raises(SystemExit) as refused:
+        big.run(quick=True)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("bigger_than_ram: needs") and str(tmp_path) in message
+    assert list(tmp_path.iterdir()) == []   # refused before writing anything
+
+
+def test_the_bigger_than_ram_clean_up_removes_its_own_files_and_nothing_else(tmp_path):
+    from benchmarks import bench_bigger_than_ram as big
+
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"not ours")
+    own = big.OwnWrite(tmp_path)
+    foreign = own.folder / "notes.txt"
+
+    def interrupt_after_the_first_part(written):
+        assert written > 0
+        foreign.write_text("someone else's")
+        # A symlink named as the next part's shard would be: never followed, never removed.
+        (own.folder / "part001-00000-of-00016-0123abcd.blocks.tfrecord").symlink_to(outside)
+        raise KeyboardInterrupt
+
+    try:
+        big.write_parts(own, parts=3, per_part=6_000, progress=interrupt_after_the_first_part)
+    except KeyboardInterrupt:
+        pass
+    assert own.parts == ["part000"] and len(list(own.folder.glob("part000-*.blocks.tfrecord"))) == 16
+    removed, size, left = own.remove()
+    assert removed == 16 + 2 and size > 6_000 * 784   # the shards, the index and the lock
+    assert sorted(left) == ["notes.txt", "part001-00000-of-00016-0123abcd.blocks.tfrecord"]
+    assert foreign.read_text() == "someone else's" and outside.read_bytes() == b"not ours"
+    foreign.unlink()
+    (own.folder / left[1]).unlink()
+    assert own.remove() == (0, 0, []) and not own.folder.exists()   # empty: the folder goes too
+
+
+def test_sigterm_during_the_bigger_than_ram_write_removes_what_it_wrote(tmp_path):
+    import signal
+    import time
+
+    import pytest
+
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("the run needs posix_fadvise")
+    stale = tmp_path / "bench-bigger-than-ram-killed"   # as a run killed outright leaves one: named, kept
+    stale.mkdir()
+    (stale / "part000.blocks.json").write_text("{}")
+    run = subprocess.Popen([sys.executable, "-m", "benchmarks.run", "--quick", "--only", "bigger_than_ram"], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 300
+        while not any(p != stale for p in tmp_path.glob("bench-bigger-than-ram-*/part*.blocks.tfrecord")):
+            assert run.poll() is None and time.monotonic() < deadline, "no shard was written"
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode != 0 and "bigger_than_ram: interrupted; removed the" in err, err[-2000:]
+    assert "killed outright" in err and sorted(p.name for p in tmp_path.iterdir()) == [stale.name]
+    assert (stale / "part000.blocks.json").read_text() == "{}"
+
+
+def test_the_bigger_than_ram_quick_run_prints_its_keys_and_leaves_nothing(tmp_path):
+    import pytest
+
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("the run needs posix_fadvise")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--json", "--only", "bigger_than_ram"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout)
+    assert BIGGER_THAN_RAM_KEYS <= set(doc) and all(doc[key] > 0 for key in BIGGER_THAN_RAM_KEYS)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_from_disk_reads_every_image_of_several_splits_once(tmp_path):
+    from benchmarks.bench_cold_read import read_from_disk
+    from helpers.lessons.pipeline_profiling import write_blocks
+
+    images = np.arange(1_000 * 28 * 28, dtype=np.uint32).astype(np.uint8).reshape(1_000, 28, 28)
+    images[:, 0, :3] = np.stack([np.arange(1_000) // 256, np.arange(1_000) % 256, np.zeros(1_000)], 1)   # an id each
+    labels = np.arange(1_000) % 10
+    write_blocks(images[:600], labels[:600], tmp_path, "part000", num_shards=3)
+    write_blocks(images[600:], labels[600:], tmp_path, "part001", num_shards=2)
+    for options in ({}, {"read_ahead": False}, {"buffer_size": 2**16, "parallel_reads": 2}):
+        ds = read_from_disk(tmp_path, ["part000", "part001"], 128, shuffle=True, **options)
+        assert len(ds) == 8
+        got = [(x.numpy(), y.numpy()) for x, y in ds]
+        x, y = np.concatenate([b[0] for b in got]), np.concatenate([b[1] for b in got])
+        ids = x[:, 0, 0].astype(int) * 256 + x[:, 0, 1]
+        assert sorted(ids) == list(range(1_000)), options
+        assert (x == images[ids]).all() and (y == labels[ids]).all()
+    write_blocks(images[:10].repeat(2, axis=1), labels[:10], tmp_path, "other", num_shards=1)
+    import pytest
+    with pytest.raises(ValueError, match="differ in image spec"):
+        read_from_disk(tmp_path, ["part000", "other"], 128)
