@@ -9,8 +9,8 @@ from helpers.measure import full_run  # noqa: E402
 from helpers.measure.core import Rounds, Samples  # noqa: E402
 from helpers.measure.full_run import FullRunFigure  # noqa: E402
 from helpers.measure.gpu_reference import gpu_appetite  # noqa: E402
-from helpers.measure.report import (NO_DIFFERENCE, TOO_FEW, appetite, around, compare, dots, full_run_line,  # noqa: E402
-                                    intervals_note, side, table, verdict)
+from helpers.measure.report import (NO_DIFFERENCE, TOO_FEW, appetite, around, compare, dots,  # noqa: E402
+                                    full_run_line, goal, intervals_note, side, table, verdict)
 
 ABOVE = Samples([1.2, 1.3, 1.25, 1.4, 1.22, 1.31])        # 6 rounds, interval 1.20–1.40
 BELOW = ABOVE.scaled(0.5)                                  # 0.60–0.70
@@ -111,7 +111,7 @@ def test_dots_draws_each_median_with_its_interval_and_the_series_side_by_side():
     bars = ax.containers   # one errorbar container per series
     assert len(bars) == 2
     xs, ys = bars[0].lines[0].get_data()
-    assert list(xs) == [ABOVE.median, HOLDS.median] and list(ys) == [-0.125, 0.875]   # beside the other series
+    assert list(xs) == [ABOVE.median, HOLDS.median] and list(ys) == [-0.125, 1.0]   # step 0 beside the store's
     whiskers = bars[0].lines[2][0].get_segments()[0]
     assert [point[0] for point in whiskers] == list(ABOVE.interval)
     assert ax.get_title() == "Each step" and ax.get_xlabel().startswith("samples per second")
@@ -140,3 +140,20 @@ def test_side_takes_one_side_of_several_runs():
     measured = {32: Rounds(["a", "b"], {"a": [1.0, 3.0], "b": [5.0, 5.0]})}
     assert side(measured, "a")[32].median == 2.0
 
+
+
+def test_dots_keeps_series_on_rows_of_their_own_centred():
+    fig, ax = plt.subplots()
+    dots({"decodes": {"PIL": ABOVE}, "raw": {"memmap": HOLDS}}, title="t", xlabel="x", ax=ax)
+    assert [list(c.lines[0].get_data()[1]) for c in ax.containers] == [[0.0], [1.0]]
+    plt.close(fig)
+
+
+def test_a_goal_is_judged_on_the_unfavourable_end(capsys):
+    assert goal(Samples([3.1, 3.4, 3.9, 3.3, 3.5, 3.6]), "≥ 3", "parse") is True
+    assert goal(Samples([2.8, 3.4, 3.9, 3.3, 3.5, 3.6]), "≥ 3", "parse") is False   # median 3.45, low end 2.8
+    assert goal(Samples([0.3, 0.4, 0.6, 0.4, 0.5, 0.45]), "≤ 0.5", "share", unit="") is False   # high end 0.6
+    lines = capsys.readouterr().out.splitlines()
+    assert "misses the goal ≥ 3 (judged on the interval's low end)" in lines[1] and "high end" in lines[2]
+    with pytest.raises(ValueError, match="a goal reads like"):
+        goal(ABOVE, "about 3", "parse")

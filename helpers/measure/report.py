@@ -97,6 +97,24 @@ def _said(word: str, figure: Figure) -> str:
     return f"{TOO_FEW} ({n} rounds; {ENOUGH_ROUNDS} give a 95 % interval)" if n else TOO_FEW
 
 
+def goal(figure: Samples, target: str, what: str, fmt: str = ".2f", unit: str = "×") -> bool:
+    """Print whether `what` meets a goal such as "≥ 3", judged on the interval's unfavourable end (its low end
+    for "≥", its high end for "≤": `Samples.meets`), and return it.
+
+    >>> from helpers.measure.core import Samples
+    >>> goal(Samples([3.1, 3.4, 3.9, 3.3, 3.5, 3.6]), "≥ 3", "raw records against PNG decoding")
+    raw records against PNG decoding: 3.45× (3.10–3.90): meets the goal ≥ 3 (judged on the interval's low end).
+    True
+    """
+    met = figure.meets(target)
+    if met is None or " and " in target or target.strip().startswith(("holds", "median")):
+        raise ValueError(f"a goal reads like '≥ 3' or '≤ 0.5', not {target!r}")
+    end = "low" if target.lstrip().startswith((">", "≥")) else "high"
+    print(f"{what}: {around(figure, fmt, unit)}: {'meets' if met else 'misses'} the goal {target} "
+          f"(judged on the interval's {end} end).")
+    return met
+
+
 def full_run_line(key: str, fmt: str = ".2f", unit: str = "×", size: str | None = None,
                   above: str | None = None, below: str | None = None) -> str:
     """The stored full run's figure for `key`, to print beside this run's: its verdict by the rule when words
@@ -200,10 +218,11 @@ def _appetite_chart(rates, gpu, model, batch, model_here, unit, title) -> None:
 def dots(series: Mapping[str, Samples] | Mapping[str, Mapping[str, Samples]], *, title: str, xlabel: str,
          log: bool = False, lines: Mapping[str, float | Mapping[str, float]] | None = None,
          ax: Axes | None = None) -> None:
-    """A dot plot: each median a dot, its interval a line through it, one row per name; several series side by
-    side when `series` maps series names to rows. `lines`: reference values by label, one number (a line
-    across) or one per row (a mark on that row). `log`: a log axis, where equal steps are equal ratios.
-    Shown at once, unless drawn into a given `ax`.
+    """A dot plot: each median a dot, its interval a line through it, one row per name. `series` maps names to
+    Samples (one series), or series names to such maps: a colour each, side by side where they share a row (on
+    rows of their own, a colour per kind). `lines`: reference values by label, one number (a line across) or
+    one per row (a mark on that row). `log`: a log axis, where equal steps are equal ratios. Shown at once,
+    unless drawn into a given `ax`.
 
     >>> import matplotlib.pyplot as plt
     >>> from helpers.measure.core import Samples
@@ -220,9 +239,11 @@ def dots(series: Mapping[str, Samples] | Mapping[str, Mapping[str, Samples]], *,
     shown = ax is None
     if shown:
         _, ax = plt.subplots(figsize=(10, 1.4 + 0.4 * len(rows)), layout="constrained")
+    shared = {row for row in rows if sum(row in group for group in groups.values()) > 1}
     for index, (name, group) in enumerate(groups.items()):
         shift = (index - (len(groups) - 1) / 2) * 0.5 / len(groups)
-        _dot_row(ax, [rows.index(row) + shift for row in group], list(group.values()), name or None)
+        _dot_row(ax, [rows.index(row) + shift * (row in shared) for row in group], list(group.values()),
+                 name or None)
     for (label, value), (colour, style) in zip((lines or {}).items(), LINE_STYLES):
         _reference(ax, value, rows, label, colour, style)
     ax.set_yticks(range(len(rows)), [str(row) for row in rows])
