@@ -8,8 +8,9 @@ kernel that runs it keeps its own devices. One child imports TensorFlow once (th
 time), reports TensorFlow's and Keras's versions and the GPUs it sees, then starts a tf.data service dispatcher
 and a worker on port 0, as notebook 06 does; they stop when the child exits (servers only, no dataset: no GPU
 memory is taken, and memory growth is on); last, it asks `budget_unavailable` (helpers.measure, which imports
-TensorFlow) whether notebooks 05 §8 and 06 §6 can hold a child to a memory budget. Another child imports Apache Beam. They run at once: 9-10 s here,
-on 2 cores that other jobs kept busy (load 6).
+TensorFlow) whether notebooks 05 §8 and 06 §6 can hold a child to a memory budget. Another child imports Apache Beam,
+Grain and ArrayRecord (notebook 08 imports both at its start). They run at once: 9-10 s here, on 2 cores that other
+jobs kept busy (load 6). The data folder is checked by writing a file there (and removing it), not by its permissions.
 
 Introduced in notebooks/01_generators_and_iterables.ipynb ("Is this machine ready for the series?").
 """
@@ -20,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,8 +168,24 @@ def check_data() -> Line:
     return Line("data", FAIL, where, fix)
 
 
+def write_problem(folder: Path) -> str | None:
+    """Why this user cannot write a file in `folder` (a read-only mount, a folder without write permission), or
+    None. Tried for real (a permission check says yes to root on a read-only mount): a new file of its own, removed
+    at once."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-") as probe:
+            probe.write(b"x")
+            probe.flush()
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None
+
+
 def check_disk() -> Line:
     folder = data_dir()
+    if problem := write_problem(folder):
+        return Line("disk", FAIL, f"cannot write in the data folder {folder} ({problem}): every notebook writes there",
+                    "make it writable, or point TUTORIAL_DATA_DIR at a folder this user can write")
     free = shutil.disk_usage(folder).free
     full, quick = data_bytes(quick=False), data_bytes(quick=True)
     said = (f"{free / 1e9:.1f} GB free in {folder}; a full run writes about {full / 1e9:.1f} GB there, quick mode "
@@ -230,6 +248,16 @@ def check_beam(result: dict) -> Line:
     return Line("Apache Beam", OK, f"apache_beam {result['version']} imports (notebook 06 §5)")
 
 
+def check_grain(result: dict) -> Line:
+    """Notebook 08 imports Grain and ArrayRecord at its start: either missing or broken is a FAIL."""
+    if "error" in result:
+        return Line("Grain and ArrayRecord", FAIL, f"cannot be imported ({result['error']}): notebook 08 stops at its "
+                    "first cell", "pip install -e \".[grain]\" (grain and array-record); if that fails, use the tested "
+                    f"versions ({INSTALL}) on Python 3.11, or Colab")
+    return Line("Grain and ArrayRecord", OK, f"grain {result['grain']} and array_record {result['array_record']} "
+                "import, reader and writer (notebook 08)")
+
+
 def check_slow_store() -> Line:
     try:
         from helpers.scale.slow_store import slow_store_available
@@ -271,13 +299,21 @@ try:
 except Exception as e:
     print(json.dumps({"budget": {"error": f"{type(e).__name__}: {e}"}}))
 """
-_BEAM = """\
+_LIBRARIES = """\
 import json
 try:
     import apache_beam
-    print(json.dumps({"beam": {"version": apache_beam.__version__}}))
+    print(json.dumps({"beam": {"version": apache_beam.__version__}}), flush=True)
 except Exception as e:
-    print(json.dumps({"beam": {"error": f"{type(e).__name__}: {e}"}}))
+    print(json.dumps({"beam": {"error": f"{type(e).__name__}: {e}"}}), flush=True)
+try:   # as notebook 08 imports them: Grain, and ArrayRecord's writer and reader (native modules)
+    import importlib.metadata
+    import grain
+    from array_record.python import array_record_data_source, array_record_module
+    versions = {name: importlib.metadata.version(name) for name in ("grain", "array_record")}
+    print(json.dumps({"grain": versions}), flush=True)
+except Exception as e:
+    print(json.dumps({"grain": {"error": f"{type(e).__name__}: {e}"}}), flush=True)
 """
 
 
@@ -312,9 +348,9 @@ def _result(process: subprocess.Popen, names: tuple[str, ...]) -> dict[str, dict
 
 def _children() -> dict[str, dict]:
     """Start both children at once and collect their answers: "probe", "servers" and "budget" from TensorFlow's
-    (the GPU visible, with memory growth: it counts GPUs), "beam" from Beam's (no GPU)."""
-    tensorflow, beam = _start(_TENSORFLOW, gpu=True), _start(_BEAM, gpu=False)
-    return {**_result(tensorflow, ("probe", "servers", "budget")), **_result(beam, ("beam",))}
+    (the GPU visible, with memory growth: it counts GPUs), "beam" and "grain" from the other libraries' (no GPU)."""
+    tensorflow, libraries = _start(_TENSORFLOW, gpu=True), _start(_LIBRARIES, gpu=False)
+    return {**_result(tensorflow, ("probe", "servers", "budget")), **_result(libraries, ("beam", "grain"))}
 
 
 def _safely(name: str, check, *args) -> Line:
@@ -338,12 +374,13 @@ def run_checks() -> list[Line]:
         _safely("tf.data service", check_servers, answers["servers"]),
         _safely("memory budget", check_memory_budget, answers["budget"]),
         _safely("Apache Beam", check_beam, answers["beam"]),
+        _safely("Grain and ArrayRecord", check_grain, answers["grain"]),
         _safely("slow store", check_slow_store),
     ]
 
 
 CHECK_NAMES = ("Python", "TensorFlow", "data", "disk", "cores", "GPU", "tf.data service", "memory budget",
-               "Apache Beam", "slow store")
+               "Apache Beam", "Grain and ArrayRecord", "slow store")
 
 
 def print_report(lines: list[Line], colour: bool | None = None, file=None) -> bool:

@@ -19,7 +19,8 @@ from helpers import check
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"probe": {"tensorflow": "2.21.0", "keras": "3.15.1", "gpus": []}, "servers": {"dispatcher": 5050},
-        "budget": {"unavailable": None}, "beam": {"version": "2.77.0"}}
+        "budget": {"unavailable": None}, "beam": {"version": "2.77.0"},
+        "grain": {"grain": "0.2.18", "array_record": "0.8.6"}}
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def test_the_real_check_on_this_machine_prints_a_line_per_check_and_the_warning(
     assert "every network interface" in done.stdout and "without authentication" in done.stdout
     assert done.returncode == (1 if any(line.startswith("FAIL") for line in lines) else 0), done.stdout
     # What this machine is known to have (the tested set, installed for these tests).
-    for name in ("Python", "TensorFlow", "tf.data service", "memory budget", "Apache Beam"):
+    for name in ("Python", "TensorFlow", "tf.data service", "memory budget", "Apache Beam", "Grain and ArrayRecord"):
         assert any(line.startswith("ok") and f" {name}:" in line for line in lines), (name, done.stdout)
 
 
@@ -223,3 +224,44 @@ def test_print_report_returns_whether_the_machine_is_ready():
     assert check.print_report([check.Line("a", check.OK, "x"), check.Line("b", check.NOTE, "y")], file=out)
     assert not check.print_report([check.Line("a", check.FAIL, "x", "do y")], file=out)
     assert out.getvalue().count(check.NETWORK_WARNING) == 2
+
+
+def test_the_check_imports_grain_and_array_record_as_notebook_08_does():
+    """Notebook 08 imports Grain and ArrayRecord's reader and writer: the check imports them too, in a child, and
+    says which versions it found (issue 41 item 5: it said "ready." without trying)."""
+    import importlib.metadata
+
+    answer = check._children()["grain"]
+    assert answer == {"grain": importlib.metadata.version("grain"),
+                      "array_record": importlib.metadata.version("array_record")}, answer
+    line = check.check_grain(answer)
+    assert line.state == check.OK and answer["grain"] in line.text and "08" in line.text
+
+
+def test_grain_missing_or_broken_is_a_fail_naming_the_install(answers, capsys):
+    answers["grain"] = {"error": "ModuleNotFoundError: No module named 'grain'"}
+    assert check.main([]) == 1
+    out = capsys.readouterr().out
+    line = next(line for line in _lines(out) if " Grain and ArrayRecord:" in line)
+    assert line.startswith("FAIL") and "No module named 'grain'" in line and "[grain]" in line and "08" in line
+    assert "ready." not in out
+
+
+def test_a_data_folder_that_cannot_be_written_is_a_fail(monkeypatch, tmp_path):
+    """A read-only data folder (here the slow store: a real read-only mount) fails the disk line, however much
+    room it has; the check leaves nothing behind in a folder it can write."""
+    from helpers.scale.slow_store import mounted_slow_store, slow_store_available
+
+    available, why = slow_store_available()
+    if not available:
+        pytest.skip(f"no read-only mount to try here: {why}")
+    (tmp_path / "data").mkdir()
+    with mounted_slow_store(tmp_path / "data", open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as store:
+        monkeypatch.setenv("TUTORIAL_DATA_DIR", str(store))
+        line = check.check_disk()
+    assert line.state == check.FAIL and "cannot write" in line.text and str(store) in line.text, line
+    assert "TUTORIAL_DATA_DIR" in line.fix
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(check.shutil, "disk_usage", lambda path: Usage(1e13, 0, 1e13))
+    assert check.check_disk().state == check.OK
+    assert list((tmp_path / "data").iterdir()) == []
