@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.measure import (EpochClock, Samples, alternate, fit_epoch, median_interval_ranks, pipeline_epoch,
-                             steady_epoch, time_repeats, timed)
+from helpers.measure import (EpochClock, Rounds, Samples, alternate, fit_epoch, median_interval_ranks,
+                             pipeline_epoch, steady_epoch, time_repeats, timed)
 
 pytestmark = pytest.mark.alone   # these tests time things (conftest.py: nothing runs beside them)
 
@@ -126,6 +126,15 @@ def test_the_rate_counts_the_whole_epoch_and_shows_its_start_up():
         steady_epoch(0.0, [])
 
 
+def test_the_rate_past_start_up_leaves_out_the_first_step_and_its_samples():
+    epoch = steady_epoch(10.0, [(12.0, 100), (13.0, 200), (14.0, 250)])
+    assert epoch.first_samples == 100 and epoch.rate_past_start_up == 75.0   # 150 samples in the last 2 s
+    assert steady_epoch(0.0, [(2.0, 50)]).rate_past_start_up == 25.0         # one step: the whole epoch's rate
+    rounds = Rounds(["pipeline", "seconds"], {"pipeline": [62.5], "seconds": [3.0]}, {"pipeline": [epoch]})
+    later = rounds.past_start_up()
+    assert later.values == {"pipeline": [75.0], "seconds": [3.0]} and rounds.values["pipeline"] == [62.5]
+
+
 def sleepy(n_batches, batch_size, seconds):
     """Batches of `batch_size` rows, each made to wait `seconds`: at most batch_size / seconds samples/s."""
     data = np.zeros((n_batches * batch_size, 4), np.float32)
@@ -159,6 +168,7 @@ def test_rates_survive_steps_per_execution_that_does_not_divide_the_steps():
     assert 8 / 0.005 * 0.3 < epoch.rate <= 8 / 0.005 * 1.01
     again = fit_epoch(model, x=sleepy(10, 8, 0.005), batch_size=8)
     assert again.samples == 80 and 8 / 0.005 * 0.3 < again.rate <= 8 / 0.005 * 1.01
+    assert again.first_samples == 4 * 8                   # fit's first call ran 4 steps of 8
     with pytest.raises(ValueError, match="trained on 80 samples, not the 96 expected"):
         fit_epoch(model, x=sleepy(10, 8, 0.005), batch_size=8, samples=96)
 

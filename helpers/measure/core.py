@@ -10,6 +10,7 @@ Needs Keras and NumPy only (not TensorFlow), so the GPU reference script runs on
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 import statistics
@@ -194,6 +195,13 @@ class Rounds:
         """Seconds to each epoch's first step, for a side that returned Epochs."""
         return Samples([e.start_up for e in self.epochs[name]])
 
+    def past_start_up(self) -> "Rounds":
+        """The same rounds with each epoch's rate taken after its first step (`Epoch.rate_past_start_up`): what a
+        longer epoch approaches, where a short one's start-up would weigh too much. Sides of plain numbers stay."""
+        values = {name: [e.rate_past_start_up for e in self.epochs[name]] if name in self.epochs else list(kept)
+                  for name, kept in self.values.items()}
+        return Rounds(list(self.names), values, self.epochs)
+
 
 def round_orders(n: int) -> list[list[int]]:
     """The orders `alternate` runs `n` sides in, one per round, in turn: a Williams design, a Latin square in which
@@ -270,12 +278,24 @@ class Epoch:
     samples: int
     seconds: float
     start_up: float
+    first_samples: int = field(default=0, repr=False)   # the first step's samples; 0 where not known
 
     @property
     def rate(self) -> float:
         if self.seconds <= 0 or self.samples <= 0:
             raise ValueError(f"an epoch of {self.samples} samples in {self.seconds:.6f} s has no rate")
         return self.samples / self.seconds
+
+    @property
+    def rate_past_start_up(self) -> float:
+        """Samples per second after the first step: the epoch's rate without its start-up (shown apart as
+        `start_up`). The whole epoch's `rate` where the first step's samples are not known, or it was the only one.
+
+        >>> Epoch(samples=300, seconds=4.0, start_up=1.0, first_samples=100).rate_past_start_up
+        66.66666666666667
+        """
+        later, seconds = self.samples - self.first_samples, self.seconds - self.start_up
+        return later / seconds if self.first_samples and later > 0 and seconds > 0 else self.rate
 
 
 def steady_epoch(start: float, marks: Sequence[tuple[float, int]]) -> Epoch:
@@ -287,8 +307,8 @@ def steady_epoch(start: float, marks: Sequence[tuple[float, int]]) -> Epoch:
     """
     if not marks:
         raise ValueError("the epoch had no steps: the dataset is empty")
-    (first_time, _), (last_time, done) = marks[0], marks[-1]
-    return Epoch(done, last_time - start, first_time - start)
+    (first_time, first_samples), (last_time, done) = marks[0], marks[-1]
+    return Epoch(done, last_time - start, first_time - start, first_samples)
 
 
 def samples_trained(model: keras.Model) -> int:
@@ -356,6 +376,8 @@ def fit_epoch(model: keras.Model, *, batch_size: int, samples: int | None = None
     steps_before = int(keras.ops.convert_to_numpy(optimizer.iterations)) if optimizer is not None else None
     model.fit(**fit_args, epochs=1, verbose=0, callbacks=[clock, *callbacks])
     epoch = clock.epoch(total_samples=samples)
+    steps_at_once = getattr(model, "steps_per_execution", 1) or 1   # fit's first call runs as many steps
+    epoch = dataclasses.replace(epoch, first_samples=min(epoch.samples, batch_size * int(steps_at_once)))
     if steps_before is not None and batch_size > 1:
         steps = int(keras.ops.convert_to_numpy(optimizer.iterations)) - steps_before
         if steps > 1 and epoch.samples == steps:   # a tracker updated with the loss alone counts steps, not samples
