@@ -50,8 +50,11 @@ def test_compare_prints_one_sentence_of_the_paired_ratio_and_returns_its_word(ca
     assert capsys.readouterr().out == "A against B: 2.15× (2.00–2.40): faster here.\n"
     assert compare(rounds, "B", "A", label="B over A") == "slower"   # B/A, not A/B
     assert capsys.readouterr().out.startswith("B over A: 0.47× (0.42–0.50): slower here.")
-    compare(Samples([3.0, 3.1]), "A", "B")
-    assert "too few rounds to tell (2 rounds; 6 give a 95 % interval)." in capsys.readouterr().out
+    compare(Samples([3.0, 3.1]), label="time ÷ time")
+    assert capsys.readouterr().out == ("time ÷ time: 3.05× (3.00–3.10): too few rounds to tell (2 rounds; 6 give a "
+                                       "95 % interval).\n")
+    with pytest.raises(ValueError, match="names"):
+        compare(ABOVE, "A")
 
 
 def test_compare_prints_the_full_run_beside_with_its_size_and_verdict(capsys, tmp_path, monkeypatch):

@@ -131,7 +131,7 @@ def full_run_line(key: str, fmt: str = ".2f", unit: str = "×", size: str | None
     return f"{where}: {around(figure, fmt, unit)}{word} ({key} in benchmarks/last_full_run.txt)"
 
 
-def compare(ratio: Samples | Rounds, a: str, b: str, *, fmt: str = ".2f", above: str = "faster",
+def compare(ratio: Samples | Rounds, a: str = "", b: str = "", *, fmt: str = ".2f", above: str = "faster",
             below: str = "slower", full_run: str | None = None, size: str | None = None,
             label: str | None = None) -> str:
     """Print "A against B: 1.23× (1.10–1.40): faster here." and, given a key of the stored full run, its figure
@@ -139,7 +139,7 @@ def compare(ratio: Samples | Rounds, a: str, b: str, *, fmt: str = ".2f", above:
 
     `ratio`: the paired ratio A/B (`rounds.ratio(a, b)`), or the `Rounds` themselves. `above`/`below`: the
     words for a ratio above/below 1 (for a ratio of times, above="slower", below="faster"). `label` replaces
-    "A against B". End the line with `;` in a notebook, or assign the result, so that Jupyter does not echo it.
+    "A against B" (then `a` and `b` may be left out for a ratio given as Samples). End the line with `;` in a notebook, or assign the result, so that Jupyter does not echo it.
 
     >>> from helpers.measure.core import Samples
     >>> compare(Samples([1.2, 1.3, 1.25, 1.4, 1.22, 1.31]), "tf.data", "PIL")
@@ -150,6 +150,8 @@ def compare(ratio: Samples | Rounds, a: str, b: str, *, fmt: str = ".2f", above:
     Grain against tf.data: 9.10× (9.00–9.20): too few rounds to tell (3 rounds; 6 give a 95 % interval).
       full run (60,000 images an epoch, 600 here): ...
     """
+    if not (label or a and b):
+        raise ValueError("compare needs the two sides' names, a and b, or a label")
     if not hasattr(ratio, "median"):   # the Rounds: their paired ratio
         ratio = ratio.ratio(a, b)
     word = verdict(ratio, above, below)
