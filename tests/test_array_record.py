@@ -218,3 +218,43 @@ def test_two_processes_writing_different_splits_at_once_keep_both(tmp_path):
     for split in ("train", "validation"):
         source, info = array_record_source(tmp_path, split, verify=True)
         assert len(source) == 240 and info.complete, split
+
+
+@pytest.mark.parametrize("images, message", [
+    (np.zeros((10, 0, 4), np.uint8), r"an axis of length 0 \(shape \(10, 0, 4\)\)"),
+    (np.empty((10, 2, 2), dtype=object), "dtype object"),
+    (np.zeros((10, 2), dtype="datetime64[s]"), "dtype datetime64"),
+])
+def test_images_that_cannot_be_records_are_named_before_anything_is_made(tmp_path, images, message):
+    """Issue 41 item 6: a zero-length axis ended in memoryview's TypeError, object dtype too, after the folder and its
+    lock file were made."""
+    with pytest.raises(ValueError, match=message):
+        write_array_records(images, np.arange(10) % 3, tmp_path / "out", "train", 2)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("reader", [array_record_readers, array_record_source])
+def test_shard_counts_in_the_manifest_are_checked_against_the_files(tmp_path, reader):
+    """The manifest's per-shard counts changed from [5, 5] to [3, 7] (the total kept): readers would map ids 3 to 7
+    to records 5 to 9 (issue 41 item 6). Both readers refuse, naming the shard."""
+    write_array_records(IMAGES[:10], LABELS[:10], tmp_path, "train", 2)
+    doc = json.loads((tmp_path / MANIFEST).read_text())
+    doc["splits"]["train"]["shards"][0]["records"] = 3
+    doc["splits"]["train"]["shards"][1]["records"] = 7
+    (tmp_path / MANIFEST).write_text(json.dumps(doc))
+    with pytest.raises(ArrayRecordError, match="train-00000-of-00002.array_record"):
+        reader(tmp_path, "train")
+
+
+def test_a_manifest_changed_to_agree_with_itself_is_still_checked_against_the_files(tmp_path):
+    """Counts, total and layout changed together ([5, 5] of 10 to [4, 4] of 8, sizes kept): the files' own record
+    counts still disagree, and both readers say so."""
+    write_array_records(IMAGES[:10], LABELS[:10], tmp_path, "train", 2)
+    doc = json.loads((tmp_path / MANIFEST).read_text())
+    doc["splits"]["train"]["total_records"] = 8
+    for shard in doc["splits"]["train"]["shards"]:
+        shard["records"] = 4
+    (tmp_path / MANIFEST).write_text(json.dumps(doc))
+    for reader in (array_record_readers, array_record_source):
+        with pytest.raises(ArrayRecordError, match="holds 5 records, the manifest says 4"):
+            reader(tmp_path, "train")

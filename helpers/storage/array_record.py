@@ -175,6 +175,11 @@ def write_array_records(images, labels, directory: str | Path, split: str, num_s
     if images.ndim < 2 or images.shape[0] < 1:
         raise ValueError(f"split {split!r}: images must be an array of shape (n, ...) with n >= 1, "
                          f"not {images.shape}")
+    if images.dtype.kind not in "biufc":   # the bytes of numbers; an object array holds pointers
+        raise ValueError(f"split {split!r}: images of dtype {images.dtype} cannot be stored as records: numbers "
+                         f"(integers, floats) or booleans only")
+    if 0 in images.shape[1:]:
+        raise ValueError(f"split {split!r}: images with an axis of length 0 (shape {images.shape}) hold no pixels")
     labels = class_labels(labels, f"split {split!r}", num_classes)
     if len(labels) != len(images):
         raise ValueError(f"split {split!r}: {len(images)} images but {len(labels)} labels")
@@ -233,8 +238,16 @@ def _checked_split(directory: Path, split: str, verify: bool) -> SplitInfo:
     if not info.complete or len(info.shards) != info.num_shards:
         raise ArrayRecordError(f"{directory}: split {split!r} is incomplete ({len(info.shards)} of "
                                f"{info.num_shards} shards): run the writer again to finish it")
-    for shard in info.shards:
+    if not _is_count(info.total_records) or info.num_shards > -(-info.total_records // info.block_size):
+        raise ArrayRecordError(f"{directory / MANIFEST}, split {split!r}: malformed record count "
+                               f"{info.total_records!r} for {info.num_shards} shards.")
+    layout = shard_samples(info.total_records, info.num_shards, info.block_size)   # as the writer shares them out
+    for shard, samples in zip(info.shards, layout):
         path = directory / shard.file
+        if shard.records != samples or isinstance(shard.records, bool):
+            raise ArrayRecordError(f"{path}: the manifest says {shard.records!r} samples, but a split of "
+                                   f"{info.total_records!r} in {info.num_shards} shards has {samples} in this one: "
+                                   f"the manifest was changed.")
         if problem := file_problem(path):
             raise ArrayRecordError(f"{path}: the shard is {problem}.")
         if path.stat().st_size != shard.bytes:
@@ -242,6 +255,26 @@ def _checked_split(directory: Path, split: str, verify: bool) -> SplitInfo:
         if verify and sha256_of(path) != shard.sha256:
             raise ArrayRecordError(f"{path}: the checksum differs from the manifest's: the file changed.")
     return info
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _open_readers(directory: Path, info: SplitInfo) -> list:
+    """A random-access reader per shard, each checked to hold the records the manifest lists for it."""
+    from array_record.python import array_record_module
+
+    readers = []
+    for shard, expected in zip(info.shards, info.shard_record_counts()):
+        reader = array_record_module.ArrayRecordReader(str(directory / shard.file),
+                                                       "readahead_buffer_size:0,max_parallelism:0")
+        readers.append(reader)
+        if (held := reader.num_records()) != expected:
+            for opened in readers:
+                opened.close()
+            raise ArrayRecordError(f"{directory / shard.file}: holds {held} records, the manifest says {expected}.")
+    return readers
 
 
 def array_record_source(directory: str | Path, split: str, *, verify: bool = False):
@@ -253,6 +286,8 @@ def array_record_source(directory: str | Path, split: str, *, verify: bool = Fal
 
     directory = Path(directory)
     info = _checked_split(directory, split, verify)
+    for reader in _open_readers(directory, info):   # each shard's count, not only the total
+        reader.close()
     source = ArrayRecordDataSource([str(directory / s.file) for s in info.shards])
     if len(source) != sum(info.shard_record_counts()):
         raise ArrayRecordError(f"{directory}: split {split!r} holds {len(source)} records, the manifest says "
@@ -264,13 +299,13 @@ class ShardReaders:
     """Random access to a split's records with one ArrayRecord reader per shard, set for random reads
     (`readahead_buffer_size:0,max_parallelism:0`, as ArrayRecord's documentation advises). `__getitems__(ids)`
     reads a whole batch with one `read` call per shard (NumPy sorts the ids by shard), where
-    `ArrayRecordDataSource.__getitems__` starts a pool of Python threads on every call. Readers open when first
-    used; each is safe to share between threads."""
+    `ArrayRecordDataSource.__getitems__` starts a pool of Python threads on every call. Readers not given open when
+    first used; each is safe to share between threads."""
 
-    def __init__(self, paths: list[Path], counts: list[int]) -> None:
+    def __init__(self, paths: list[Path], counts: list[int], readers: list | None = None) -> None:
         self._paths = [str(p) for p in paths]
         self._starts = np.cumsum([0, *counts])
-        self._readers: list = [None] * len(self._paths)
+        self._readers: list = readers or [None] * len(self._paths)
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -311,7 +346,8 @@ def array_record_readers(directory: str | Path, split: str, *, verify: bool = Fa
     """
     directory = Path(directory)
     info = _checked_split(directory, split, verify)
-    return ShardReaders([directory / s.file for s in info.shards], info.shard_record_counts()), info
+    readers = _open_readers(directory, info)
+    return ShardReaders([directory / s.file for s in info.shards], info.shard_record_counts(), readers), info
 
 
 def decode_record(record: bytes, info: SplitInfo) -> tuple[np.ndarray, np.int64]:
