@@ -458,3 +458,34 @@ def test_a_page_made_without_a_run_says_its_waiting_is_zero():
     assert workshop.NO_RECORD not in workshop.page(record, paths)
     blocks = [b for _, _, part in workshop.plans(record, paths)["Two days"] for b in part]
     assert {b.waiting for b in blocks} == {2.0}     # the run's two minutes per notebook, now counted
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
+def test_a_record_path_that_is_not_a_file_is_named_not_opened(tmp_path, kind):
+    """`measure --record PATH` blocked for ever on a FIFO and ended in IsADirectoryError's traceback on a folder
+    (issue 41 item 8): each is refused, naming the path and what is there, at once."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "record.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    done = subprocess.run([sys.executable, "-m", "tools.workshop", "measure", "--record", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    what = {"fifo": "FIFO", "folder": "folder", "device": "character device"}
+    assert str(path) in done.stderr and what[kind] in done.stderr, done.stderr
+
+
+def test_a_record_too_large_to_be_one_is_refused_unread(tmp_path):
+    from tools.build_record import RecordError, read_record
+
+    path = tmp_path / "record.json"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)   # sparse: a gigabyte of zeros the check must not read into memory
+    with pytest.raises(RecordError, match="too large"):
+        read_record(path)

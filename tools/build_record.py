@@ -3,9 +3,14 @@ workshop's plans both show it, so both read it through here. Anything else in th
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
+from helpers.storage.files import file_problem
 from tools.notebooks import NOTEBOOK_DIR, notebooks
+
+MAX_RECORD_BYTES = 16 << 20   # a build's record is a few kB: a file this large is something else
 
 
 class RecordError(ValueError):
@@ -59,10 +64,28 @@ def record_problem(run) -> str | None:
     return None
 
 
+def _record_bytes(path: Path) -> bytes:
+    """The file's bytes, if it is a regular file of a record's size: a FIFO would block the read for ever, a folder
+    or a device is no record, and a huge file is not read into memory."""
+    if problem := file_problem(path):
+        raise RecordError(f"{path} is not a build record: it is {problem}")
+    # O_NONBLOCK: a FIFO put there since the check opens at once, and is refused below instead of blocking.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"{path} is not a build record: not a regular file")
+        if info.st_size > MAX_RECORD_BYTES:
+            raise RecordError(f"{path} is not a build record: {info.st_size:,} bytes is too large for one (a build "
+                              f"writes a few kB; at most {MAX_RECORD_BYTES:,} are read)")
+        return f.read(MAX_RECORD_BYTES + 1)
+
+
 def read_record(path: Path) -> dict:
     """A build record written by `build`, checked; `RecordError` naming the file if it is not one."""
+    data = _record_bytes(Path(path))
     try:
-        run = json.loads(Path(path).read_bytes().decode("utf-8"))
+        run = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"{path} is not a build record: not valid JSON ({e}); build the book again without "
                           f"--render-only") from None
