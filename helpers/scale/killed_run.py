@@ -23,7 +23,7 @@ import sys
 import threading
 from pathlib import Path
 
-from helpers.setup.processes import child_environment, exit_with_parent, skip_unused_imports
+from helpers.setup.processes import child_environment, exit_with_parent, own_session, skip_unused_imports
 
 KINDS = ("backup", "exact")
 
@@ -33,9 +33,10 @@ class KilledRuns:
 
     def __init__(self, timeout: float = 300) -> None:
         self.timeout = timeout
+        # Its own session: an interrupt of the kernel (SIGINT to its process group) must leave it for later cells.
         self.process = subprocess.Popen([sys.executable, "-m", "helpers.scale.killed_run"],
                                         env=child_environment(gpu=False), stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **own_session())
 
     def run(self, runs: list[tuple[str, str | Path, int, int]], *, epochs: int = 3, batch_size: int = 64,
             save_every: int = 10) -> int:

@@ -28,7 +28,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from helpers.setup.processes import READY, child_environment, exit_with_parent
+from helpers.setup.processes import READY, child_environment, exit_with_parent, own_session
 
 WEIGHTS = "{backend}.weights.h5"   # the file, in the run's folder, holding the tf.data run's final weights
 
@@ -41,9 +41,10 @@ class BackendRun:
     def __init__(self, backend: str, *, gpu: bool, timeout: float = 300) -> None:
         self.backend, self.timeout = backend, timeout
         env = child_environment({"KERAS_BACKEND": backend, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, gpu=gpu)
+        # Its own session: an interrupt of the kernel (SIGINT to its process group) must leave it for later cells.
         self.process = subprocess.Popen([sys.executable, "-m", "helpers.scale.other_backend", backend], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
+                                        text=True, **own_session())
         self._lines: queue.Queue = queue.Queue()
         self._errors: deque = deque(maxlen=40)
         threading.Thread(target=self._read, args=(self.process.stdout, self._lines.put), daemon=True).start()

@@ -1,5 +1,7 @@
 """Helper processes a notebook starts (servers, workers) and is sure to stop: `ChildProcesses` stops them when
-its `with` block ends, and each child stops itself when the notebook's process dies (`exit_with_parent`)."""
+its `with` block ends, and each child stops itself when the notebook's process dies (`exit_with_parent`). Each
+runs in a session of its own (`own_session`), out of reach of an interrupt or a kill meant for the kernel's process
+group: it stops when its parent does, not when its parent's group is signalled."""
 from __future__ import annotations
 
 import atexit
@@ -105,6 +107,18 @@ def child_environment(extra: dict | None = None, *, gpu: bool) -> dict:
     return env
 
 
+def own_session() -> dict:
+    """`subprocess.Popen` arguments that start a child in a session, and so a process group, of its own. Jupyter's
+    "Interrupt kernel" sends SIGINT to the kernel's whole process group: a child the kernel keeps for later cells
+    must not take it. A restart kills that group with SIGKILL: a child with something to clean up (the slow store's
+    mount point) must outlive it to do so. The child must call `exit_with_parent` (or watch its parent as the slow
+    store's server does), which stops it when the kernel itself dies, however it dies. On Windows, a new process
+    group: Ctrl-C is not passed on to it."""
+    if os.name == "nt":
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
 def exit_with_parent() -> None:
     """In a child program: stop when the process that started it is gone, even if it went before this child got
     this far. The parent comes from `BTM_PARENT`, not `os.getppid()` (a parent killed during start-up has already
@@ -152,7 +166,8 @@ def exposure_warning(what: str, ports: int | list[int], stops: str = "when its `
 
 
 class ChildProcesses:
-    """Python child processes that all stop when the `with` block ends (or the interpreter exits)."""
+    """Python child processes that all stop when the `with` block ends (or the interpreter exits); each in its own
+    session (`own_session`), and each program must call `exit_with_parent`."""
 
     def __init__(self) -> None:
         self.processes: dict[str, subprocess.Popen] = {}
@@ -170,7 +185,7 @@ class ChildProcesses:
         environment = child_environment(env, gpu=False)   # servers: preprocessing, on the CPU
         process = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    stdin=subprocess.PIPE if stdin else None, text=True,
-                                   env=environment)
+                                   env=environment, **own_session())
         self.processes[name] = process
         self._output[name] = lines = deque(maxlen=20)
         ready = threading.Event()
