@@ -2,6 +2,7 @@
 and that it goes away. Skipped, with the reason, where FUSE cannot mount."""
 import errno
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -354,3 +355,35 @@ def test_a_store_of_a_folder_holding_the_temporary_folder_is_refused(source, mon
         with mounted_slow_store(source, **FAST):
             pass
     assert list(inside.iterdir()) == []
+
+
+@needs_fuse
+def test_nothing_is_left_when_the_readers_process_group_is_killed(source):
+    """Jupyter kills a kernel's whole process group with SIGKILL (on a kill or a restart): the mount and its empty
+    folder in the temporary folder must both go (issue 41 item 7: the folder stayed, the server dying with the
+    group). The reader stands in for a kernel: a session of its own, so the kill reaches no process of pytest's."""
+    script = textwrap.dedent(f"""
+        import time
+        from helpers.scale.slow_store import mounted_slow_store
+
+        with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as m:
+            print(m, flush=True)
+            time.sleep(60)
+    """)
+    reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+    try:
+        store = Path(reader.stdout.readline().strip())
+        assert mounted(store) and (store / "empty.bin").exists()
+        os.killpg(reader.pid, signal.SIGKILL)
+        reader.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (mounted(store) or store.exists() or _processes_naming(str(store))):
+            time.sleep(0.1)
+        assert not mounted(store), "still mounted"
+        assert not store.exists(), "the mount point was left behind"
+        assert not _processes_naming(str(store)), "a process of the store outlived the kill by 20 s"
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+        reader.stdout.close()

@@ -15,7 +15,9 @@ The store's costs, in the server:
 Only regular files and folders are served, read-only. Paths are walked one component at a time from the source
 folder without following any symlink (a symlink is not served at all), so nothing outside the source is reachable.
 The server runs in a child process (its Python threads do not compete with the reader's for a GIL), mounts on a
-new folder it creates itself, and unmounts and removes it when stopped or when the process that started it dies.
+new folder it creates itself, and unmounts and removes it when stopped or when the process that started it dies. It
+runs in a session of its own (`helpers.setup.processes.own_session`), so that a SIGKILL of the reader's whole
+process group (Jupyter's restart) leaves it alive to do that.
 
     python -m helpers.scale.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
 
