@@ -2,10 +2,10 @@
 
 Where each part lives (folder/module · its one job · the notebooks that import it; a test keeps this map true):
 
-    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      02 03 04 05 06 07 08 99
-      tfrecord_conversion.py    the series' record format: `image_example`, `parse_batch` (notebook 02)
+    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      03 04 05 06 07 08 99
+      tfrecord_conversion.py    the record format, `write_tfrecords`, `parse_batch`, `read_tfrecords` (02)
       pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline, cold reads (03)
-      tfdata_mnist.py           the training pipeline, `read_split`, the article's MLP (notebook 04)
+      tfdata_mnist.py           the training pipeline over plain file lists, cached, the article's MLP (04)
       pipeline_profiling.py     block records, the article's pipeline, the method (`diagnose`), timelines (05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
       capstone_photos.py        the photo scan, the conversion, the photo pipeline and classifier (07)
@@ -25,13 +25,18 @@ Where each part lives (folder/module · its one job · the notebooks that import
                                 batch reads, one call per shard
     storage/png_folder.py       folders of PNG files with a label file                               03
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
-    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 04 05 07 08
-    measure/full_run.py         the maintainers' last full benchmark run, read by key               02 03 04 05 07 08 99
-    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        -
+    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 05 07 08
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 07 08 99
+    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04
                                 appetite, dot plot, table
+    measure/model_charts.py     a classifier drawn: training curves, predictions, confusion matrix    04
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     -
+    measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02
+    measure/threads.py          the GIL measured: one thread against two, and the cores kept busy    01
+    measure/tfrecord_encodings.py  TFRecord encodings' bytes, write and read times; the article's   02
+                                writer against write_shards
     scale/data_service.py       a tf.data service here: the dispatcher in-process, worker processes  06
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
@@ -39,7 +44,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
     scale/killed_run.py         training runs killed by SIGKILL mid-epoch, threads of a child        08
     scale/other_backend.py      the same training on another Keras backend, in a child process       08
-    check.py                    is this machine ready: versions, data, disk, servers, platform       01
+    check.py                    is this machine ready: versions, data, disk, servers, platform       -
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is
 imported as `helpers.measure`.
