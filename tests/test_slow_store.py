@@ -2,6 +2,7 @@
 and that it goes away. Skipped, with the reason, where FUSE cannot mount."""
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -312,9 +313,9 @@ def test_the_command_line_never_mounts_over_an_existing_folder(source, tmp_path)
 
 def _mount_options(mountpoint) -> tuple[str, list[str]]:
     """(the mount's source field, its options) from the kernel's table."""
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+    for line in Path("/proc/self/mountinfo").read_text(errors="surrogateescape").splitlines():
         fields = line.split()
-        if fields[4] == str(mountpoint):
+        if re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4]) == str(mountpoint):   # \040: a space
             after = fields[fields.index("-") + 1:]
             return after[1], after[2].split(",") + fields[5].split(",")
     raise AssertionError(f"{mountpoint} is not mounted")
@@ -387,3 +388,30 @@ def test_nothing_is_left_when_the_readers_process_group_is_killed(source):
         if reader.poll() is None:
             reader.kill()
         reader.stdout.close()
+
+
+@needs_fuse
+@pytest.mark.parametrize("name", ["slow", "-oallow_other", "mount, é ü"])
+def test_the_command_line_removes_a_relative_mount_point_at_ctrl_c(source, tmp_path, name):
+    """Found by the attack on this round's changes: a relative mount point was mounted, but libfuse changes the
+    server's working folder, so at Ctrl-C its removal looked elsewhere and left it. A name starting with '-' is a
+    folder name, never a FUSE option."""
+    server = subprocess.Popen([sys.executable, "-m", "helpers.scale.slow_store", str(source), "--", name],
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert server.stdout.readline().strip() == "READY"
+        mountpoint = tmp_path / name
+        deadline = time.monotonic() + 10
+        while not mounted(mountpoint) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (mountpoint / "a.bin").stat().st_size == 3_000_000
+        assert "allow_other" not in _mount_options(mountpoint)[1]
+        server.send_signal(signal.SIGINT)
+        assert server.wait(30) == 0, server.stderr.read()
+        assert not mounted(mountpoint) and not os.path.lexists(mountpoint)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.stdout.close()
+        server.stderr.close()

@@ -322,6 +322,8 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
     or SIGINT; then unmount and remove the mount point."""
     import mfusepy
 
+    # Absolute from here on: libfuse changes this process's working folder, and the clean-up must find the folder.
+    source, mountpoint = os.path.abspath(source), os.path.abspath(mountpoint)
     _check_arguments(source, open_latency_ms, read_latency_ms, bandwidth_mb_s)
     _check_mountpoint(source, mountpoint)
 
@@ -343,9 +345,8 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         # auto_unmount: fusermount3 unmounts even if this process is killed outright; direct_io: no page cache.
         try:
             # The mount point is absolute, so a name starting with '-' is never read as an option.
-            mfusepy.FUSE(operations, os.path.abspath(mountpoint), foreground=True, nothreads=False, ro=True,
-                         direct_io=True, auto_unmount=True, subtype="slowstore",
-                         fsname=fuse_option_value(f"slow-store:{os.path.abspath(source)}"))
+            mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=False, ro=True, direct_io=True,
+                         auto_unmount=True, subtype="slowstore", fsname=fuse_option_value(f"slow-store:{source}"))
         except RuntimeError:   # libfuse's status: not 0 when a signal ended the loop, which is how it stops
             if not operations.served.is_set():
                 raise
