@@ -19,33 +19,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
-import tensorflow as tf
-
 from benchmarks.run import Result, digits
-from helpers.lessons.tfdata_mnist import read_split
+from helpers.storage.tfrecord import read_split
 from helpers.storage.tfrecord import write_shards
 from helpers.measure import Samples, alternate, timed
-
-
-def article_writer(x: np.ndarray, y: np.ndarray, filename: str) -> None:
-    """The older article's data2tfrecord.py, with tf.python_io.TFRecordWriter -> tf.io.TFRecordWriter."""
-
-    def feature_float_list(values):
-        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-
-    def record2example(r):
-        return tf.train.Example(features=tf.train.Features(feature={
-            "x": feature_float_list(r[0:-1]),
-            "y": feature_float_list([r[-1]]),
-        }))
-
-    x = x.reshape((-1, 28 * 28)).astype("float32") / 255.0
-    y = y.reshape((-1, 1)).astype("float32")
-    data = np.c_[x, y]
-    with tf.io.TFRecordWriter(filename) as writer:
-        for r in data:
-            writer.write(record2example(r).SerializeToString())
+from helpers.measure.tfrecord_encodings import article_writer   # the older article's writer, as notebook 02 times it
 
 
 def run(quick: bool) -> list[Result]:
