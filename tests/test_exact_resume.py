@@ -119,3 +119,36 @@ def test_a_resume_past_the_epochs_asked_for_is_refused(tmp_path):
     _interrupted_run(tmp_path, x, y, batch_size=256, stop_after=3)
     with pytest.raises(ValueError, match="epochs"):
         train_exact(id_mlp(CAPACITY), x, y, tmp_path, epochs=1, batch_size=256, save_every=1)
+
+
+def test_two_runs_in_one_folder_at_once_are_refused(tmp_path):
+    """Found by the attack on this round's changes: two runs saving into one folder at once each number their
+    checkpoints from 1, so each overwrites the other's files, and a resume reads a mixture. The second is refused,
+    naming the folder, while the first runs; once it has ended, the folder is free again."""
+    import threading
+
+    import keras
+
+    from helpers.storage.files import LockHeldError
+
+    x, y = training_data(512)
+    started, release = threading.Event(), threading.Event()
+
+    class Hold(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            started.set()
+            release.wait(120)
+
+    first = threading.Thread(target=train_exact, args=(id_mlp(CAPACITY), x, y, tmp_path),
+                             kwargs=dict(epochs=1, batch_size=256, save_every=1, callbacks=[Hold()]))
+    first.start()
+    try:
+        assert started.wait(120)
+        with pytest.raises(LockHeldError, match=re.escape(str(tmp_path))):
+            train_exact(id_mlp(CAPACITY), x, y, tmp_path, epochs=1, batch_size=256, save_every=1)
+    finally:
+        release.set()
+        first.join(120)
+    model = id_mlp(CAPACITY)
+    train_exact(model, x, y, tmp_path, epochs=2, batch_size=256, save_every=1)
+    assert len(seen_ids(model)) == 2 * 512   # the first run's epoch, restored, and the second

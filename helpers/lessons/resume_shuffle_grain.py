@@ -106,7 +106,7 @@ def iterator_checkpoint_bytes(dataset, directory, batches=3):
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
 import json
 
-from helpers.storage.files import fingerprint_arrays
+from helpers.storage.files import FileLock, fingerprint_arrays
 
 
 class SavePosition(keras.callbacks.Callback):
@@ -152,7 +152,16 @@ def train_exact(model, x, y, directory, *, epochs, batch_size, save_every, seed=
                 callbacks=()):
     """`fit` from the latest position saved in `directory` (or the start), saving it every
     `save_every` batches: killed anywhere and called again with the same data and settings, it
-    trains the same batches as a run never stopped; with others, it refuses (`ValueError`)."""
+    trains the same batches as a run never stopped; with others, it refuses (`ValueError`).
+    One run per folder at a time: a second meanwhile is refused (`LockHeldError`)."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    with FileLock(Path(directory) / ".lock", f"the run in {directory}"):
+        _train_from_position(model, x, y, directory, epochs, batch_size, save_every, seed,
+                             callbacks)
+
+
+def _train_from_position(model, x, y, directory, epochs, batch_size, save_every, seed,
+                         callbacks):
     per_epoch = -(-len(x) // batch_size)
     settings = {"batch_size": int(batch_size), "len(x)": len(x), "seed": int(seed),
                 "fingerprint of x and y": fingerprint_arrays(np.asarray(x), np.asarray(y))}
