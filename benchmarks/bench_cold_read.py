@@ -19,7 +19,9 @@ the device can read them faster by compressing or de-duplicating them, and nothi
 pixels. The MLP's are MNIST-shaped (28x28 uint8, batch 1024 as the MLP's GPU keys), the autoencoder's
 CIFAR-shaped (32x32x3 uint8, batch 256; uint8 batches, as a model that casts its input itself takes them).
 
-Keys (each round's MB/s, the same files' bytes on both sides; every epoch's start-up is counted):
+Keys (each round's MB/s, the same files' bytes on both sides; every epoch's start-up is counted; the detail lines
+give the CPU seconds each side spent per GB, every thread's, user and system: on two cores, what a cold read costs
+in CPU decides how fast a pipeline can read):
 - cold_pipeline_vs_raw_read_mlp, cold_pipeline_vs_raw_read_ae: the pipeline / the raw read (goal ≥ 0.90)
 - cold_lesson_vs_raw_read_mlp, cold_lesson_vs_raw_read_ae: notebook 05's read_blocks as it is / the raw read
 - cold_pipeline_vs_gpu_bs1024 (MLP), cold_pipeline_vs_gpu_bs256 (autoencoder): the pipeline's samples/s read cold
@@ -55,6 +57,7 @@ GOAL = "≥ 0.90"
 MLP_SHAPE, AE_SHAPE = (28, 28), (32, 32, 3)
 MLP_BATCH, AE_BATCH = 1024, 256
 FILE_MIB = 64          # about this many MiB per file of block records
+MIN_FILES = 8          # and at least this many files (a quick run's small splits too: 4 are read at once)
 LEFT_CACHED = 0.02     # a drop that leaves more than this share of the files cached did not work
 
 
@@ -121,7 +124,7 @@ def random_images(n: int, shape: tuple, seed: int) -> tuple[np.ndarray, np.ndarr
 def write_cold_split(directory: Path, n: int, shape: tuple, seed: int, file_mib: float = FILE_MIB) -> list[Path]:
     """`n` random images as block records in files of about `file_mib` MiB; the files."""
     images, labels = random_images(n, shape, seed)
-    shards = max(1, round(images.nbytes / 2**20 / file_mib))
+    shards = max(MIN_FILES, round(images.nbytes / 2**20 / file_mib))
     write_blocks(images, labels, directory, "train", num_shards=shards)
     return open_block_split(directory, "train").files
 
@@ -133,32 +136,50 @@ class ColdSides:
     rounds: Rounds
     epochs: dict[str, list[Epoch]] = field(default_factory=dict)
     left_cached: list[float] = field(default_factory=list)   # the files' cached share after each drop
+    cpu: dict[str, list[float]] = field(default_factory=dict)   # CPU seconds (every thread, user and system) per GB
 
     def mb_per_s(self, side: str) -> float:
         return self.rounds.samples(side).median / 1e6
 
+    def cpu_per_gb(self, side: str) -> float:
+        """The median CPU seconds the side spent per GB read, from the first round kept (the warm-up's left out)."""
+        return float(np.median(self.cpu[side][1:] or self.cpu[side]))
+
 
 def cold_alternation(files: list[Path], pipelines: dict[str, Callable[[], tf.data.Dataset]], bytes_per_sample: float,
-                     rounds: int) -> ColdSides:
+                     rounds: int, cached: tuple[str, ...] = ()) -> ColdSides:
     """The raw read and each pipeline, every file dropped from the page cache before each, in alternating rounds
-    after one warm-up round (it traces the pipelines); each side's value is its bytes per second."""
+    after one warm-up round (it traces the pipelines); each side's value is its bytes per second. The pipelines
+    named in `cached` read the files from the page cache instead (read once, untimed, just before): the reference
+    a cold read's cost is told from."""
     measured = ColdSides(Rounds([]))
 
     def drop():
         drop_from_page_cache(files)
         measured.left_cached.append(cached_fraction(files))
 
+    def cpu_seconds() -> float:
+        times = os.times()
+        return times.user + times.system
+
     def raw() -> float:
         drop()
-        start = time.perf_counter()
+        cpu, start = cpu_seconds(), time.perf_counter()
         total = read_raw(files)
-        return total / (time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        measured.cpu.setdefault("raw", []).append((cpu_seconds() - cpu) / total * 1e9)
+        return total / seconds
 
     def pipeline(name: str, make: Callable[[], tf.data.Dataset]) -> Callable[[], float]:
         def side() -> float:
             dataset = make()   # reads the index and the first block: before the drop
-            drop()
+            if name in cached:
+                read_raw(files)
+            else:
+                drop()
+            cpu = cpu_seconds()
             epoch = pipeline_epoch(dataset)
+            measured.cpu.setdefault(name, []).append((cpu_seconds() - cpu) / (epoch.samples * bytes_per_sample) * 1e9)
             measured.epochs.setdefault(name, []).append(epoch)
             return epoch.samples * bytes_per_sample / epoch.seconds
 
@@ -217,11 +238,13 @@ def cold_results(model: str, measured: ColdSides, n: int, n_files: int, file_byt
         Result(f"cold_pipeline_vs_raw_read_{model}",
                f"{whose} block records read cold by the proposed pipeline (read-ahead hint per file) / the same "
                f"files read raw, cold, in 8 MiB reads", GOAL,
-               f"pipeline {pipeline_mb:,.0f} MB/s (start-up {start_up['pipeline']:.0f} ms, counted), raw "
-               f"{raw_mb:,.0f} MB/s (medians); {files}", measured.rounds.ratio("pipeline", "raw")),
+               f"pipeline {pipeline_mb:,.0f} MB/s (start-up {start_up['pipeline']:.0f} ms, counted; "
+               f"{measured.cpu_per_gb('pipeline'):.2f} CPU s/GB), raw {raw_mb:,.0f} MB/s "
+               f"({measured.cpu_per_gb('raw'):.2f} CPU s/GB) (medians); {files}", measured.rounds.ratio("pipeline", "raw")),
         Result(f"cold_lesson_vs_raw_read_{model}",
                f"the same read by notebook 05's read_blocks as it is (no hint) / the raw read", "-",
-               f"read_blocks {lesson_mb:,.0f} MB/s (start-up {start_up['lesson']:.0f} ms), raw {raw_mb:,.0f} MB/s",
+               f"read_blocks {lesson_mb:,.0f} MB/s (start-up {start_up['lesson']:.0f} ms; "
+               f"{measured.cpu_per_gb('lesson'):.2f} CPU s/GB), raw {raw_mb:,.0f} MB/s",
                measured.rounds.ratio("lesson", "raw")),
         Result(f"cold_pipeline_vs_gpu_bs{batch_size}",
                f"{whose} pipeline alone reading cold / the reference H200 training the "

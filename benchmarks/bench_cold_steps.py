@@ -1,18 +1,22 @@
 """The steps that led to `bench_cold_read.read_from_disk`, one at a time: block records read cold by notebook 05's
 `read_blocks` and by variants of it, each against the raw read of the same files in the same alternation (issue 44).
 
-Not part of the default run: `python -m benchmarks.run --only cold_steps [--quick]` (about 4 minutes; quick: 30 s).
+Not part of the default run: `python -m benchmarks.run --only cold_steps [--quick]` (about 6 minutes on a quiet machine; quick: a minute).
 
 The MLP's block records (MNIST-shaped random images, batch 1024), about 1 GB, written three times: in files of
 16, 64 and 256 MiB. Every side drops every file from the page cache first (`bench_cold_read.cold_alternation`).
 Steps (keys `cold_step_<name>`, each the step's MB/s / the raw read's MB/s of the same round):
 - lesson: `read_blocks` as notebook 05 has it: 4 files at once, no read buffer (reads of one record, 200 KB)
+- lesson_page_cache, willneed_page_cache: the same read from the page cache (the files read just before): what
+  the pipeline costs when no read waits for the device
 - parallel_8, parallel_16: 8 or 16 files at once
-- buffer_1mib, buffer_8mib: TFRecordDataset's read buffer (reads of that size, one more copy of every byte)
+- buffer_256kib (TensorFlow's default), buffer_1mib, buffer_8mib: TFRecordDataset's read buffer (reads of that
+  size, one more copy of every byte)
 - sequential: `POSIX_FADV_SEQUENTIAL` on each file before it is read (the hint belongs to one open descriptor, and
   TFRecordDataset opens its own: it shows what a hint from outside the reader does, which should be nothing)
 - willneed: `POSIX_FADV_WILLNEED` on each file as the interleave takes it up (`read_from_disk`)
-- willneed_parallel_8: the same with 8 files at once
+- willneed_parallel_2, willneed_parallel_8, willneed_buffer_1mib: the same with 2 or 8 files at once, or a 1 MiB
+  read buffer
 - files_16mib_lesson, files_16mib_willneed, files_256mib_lesson, files_256mib_willneed: other file sizes
 """
 from __future__ import annotations
@@ -77,22 +81,29 @@ def run(quick: bool) -> list[Result]:
                 return lambda: read_from_disk(directory, "train", batch, shuffle=True, mix_blocks=mix, **options)
 
             if file_mib == 64:
-                steps = {"lesson": variant(read_ahead=False), "parallel_8": variant(read_ahead=False, parallel_reads=8),
+                steps = {"lesson": variant(read_ahead=False), "lesson_page_cache": variant(read_ahead=False),
+                         "parallel_8": variant(read_ahead=False, parallel_reads=8),
                          "parallel_16": variant(read_ahead=False, parallel_reads=16),
+                         "buffer_256kib": variant(read_ahead=False, buffer_size=2**18),
                          "buffer_1mib": variant(read_ahead=False, buffer_size=2**20),
                          "buffer_8mib": variant(read_ahead=False, buffer_size=8 * 2**20),
                          "sequential": lambda: with_sequential_hint(directory, batch, mix),
-                         "willneed": variant(), "willneed_parallel_8": variant(parallel_reads=8)}
+                         "willneed": variant(), "willneed_page_cache": variant(),
+                         "willneed_parallel_2": variant(parallel_reads=2),
+                         "willneed_parallel_8": variant(parallel_reads=8),
+                         "willneed_buffer_1mib": variant(buffer_size=2**20)}
             else:
                 steps = {f"files_{file_mib}mib_lesson": variant(read_ahead=False),
                          f"files_{file_mib}mib_willneed": variant()}
-            measured = cold_alternation(files, steps, per_sample, rounds)
+            measured = cold_alternation(files, steps, per_sample, rounds,
+                                        cached=("lesson_page_cache", "willneed_page_cache"))
             raw = measured.mb_per_s("raw")
             for name in steps:
                 results.append(Result(
                     f"cold_step_{name}", f"cold read: {name.replace('_', ' ')} / raw read, {len(files)} files of "
                     f"about {file_mib} MiB", "-",
-                    f"{measured.mb_per_s(name):,.0f} vs raw {raw:,.0f} MB/s (medians over {rounds} rounds); start-up "
+                    f"{measured.mb_per_s(name):,.0f} vs raw {raw:,.0f} MB/s (medians over {rounds} rounds); "
+                    f"{measured.cpu_per_gb(name):.2f} CPU s/GB (raw {measured.cpu_per_gb('raw'):.2f}); start-up "
                     f"{sorted(e.start_up for e in measured.epochs[name])[len(measured.epochs[name]) // 2] * 1e3:.0f} ms",
                     measured.rounds.ratio(name, "raw")))
             shutil.rmtree(directory)
