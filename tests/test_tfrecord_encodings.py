@@ -68,6 +68,8 @@ def test_the_article_writer_writes_floats_over_255_and_a_float_label(tmp_path):
     assert all(list(e.features.feature["x"].float_list.value) == [1.0] * 784 for e in records)
 
 
-def test_compare_writers_pairs_its_rounds(tmp_path):
+def test_compare_writers_pairs_its_rounds_and_removes_what_it_wrote(tmp_path):
     images, labels = np.zeros((5, 28, 28), np.uint8), np.arange(5)
+    (tmp_path / "mine.txt").write_text("not the comparison's")
     assert enc.compare_writers(images, labels, tmp_path, rounds=2).n == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
