@@ -62,7 +62,7 @@ from helpers.measure import alternate, fit_epoch, pipeline_epoch
 from helpers.lessons.pydataset_autoencoder import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
 from helpers.storage.png_folder import export_png_folder
 from helpers.data.standins import make_cifar_like
-from helpers.lessons.tfdata_mnist import read_split
+from helpers.storage.tfrecord import read_split
 from helpers.storage.tfrecord import write_shards
 from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 

@@ -65,6 +65,7 @@ from benchmarks.run import Result, digits
 from helpers.measure.gpu_reference import gpu_appetite
 from helpers.measure import alternate, fit_epoch, pipeline_epoch
 from helpers.lessons.tfdata_mnist import article_mlp, make_cached_ds, make_train_ds
+from helpers.lessons.tfrecord_conversion import parse_batch
 from helpers.storage.tfrecord import readable_shards, write_shards
 from helpers.lessons.pipeline_profiling import BLOCK_SIZE, article_pipeline, read_blocks, write_blocks
 
@@ -73,12 +74,14 @@ INDISTINGUISHABLE = "median ≥ 0.95 and holds 1"   # training from files as fas
 
 def notebook04(directory: Path, batch_size: int) -> tf.data.Dataset:
     """Notebook 04's training pipeline, its own code (`make_train_ds`), over the checked shards of `directory`."""
-    return make_train_ds(readable_shards(directory, "train"), batch_size)
+    shards = readable_shards(directory, "train")
+    return make_train_ds(shards.files, shards.counts, batch_size, parse_batch)
 
 
 def cached(directory: Path, batch_size: int, cache_file: Path) -> tf.data.Dataset:
     """The same, with the parsed batches cached to a file after the first epoch (notebook 04's `make_cached_ds`)."""
-    return make_cached_ds(readable_shards(directory, "train"), batch_size, cache_file)
+    shards = readable_shards(directory, "train")
+    return make_cached_ds(shards.files, shards.counts, batch_size, parse_batch, cache_file)
 
 
 def recommended(directory: Path, batch_size: int) -> tf.data.Dataset:

@@ -28,7 +28,7 @@ from helpers.data import datasets
 from helpers.lessons.pydataset_autoencoder import PngFolderBatches, tf_dataset_from_png_folder
 from helpers.storage import png_folder as P
 from helpers.storage import tfrecord as T
-from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.setup.config import data_dir
 from helpers.data.datasets import DatasetFileError
 from helpers.storage.png_folder import PngFolderError

@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.storage import tfrecord as T
-from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.storage.tfrecord import ShardError
 from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 from helpers.storage.blocks import read_block_index

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from helpers.storage import tfrecord as T
-from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
-from helpers.lessons.tfdata_mnist import article_mlp
+from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.lessons.tfdata_mnist import article_mlp, make_train_ds
+from helpers.lessons.tfrecord_conversion import parse_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +47,21 @@ def test_shuffled_read_split_gives_every_record_once_per_epoch_in_a_new_order(tm
     assert not np.array_equal(epochs[0], epochs[1])
 
 
+def test_the_lesson_pipeline_on_plain_files_reads_what_read_split_reads(tmp_path):
+    """read_split's shuffled read is notebook 04's make_train_ds with the checks around it: same records, batches
+    and element spec, though each is written once (plumbing cannot import lesson code)."""
+    write_digits(tmp_path, n=500)
+    shards = T.readable_shards(tmp_path, "train")
+    by_hand = make_train_ds(shards.files, shards.counts, 64, parse_batch, buffer=100)
+    packaged = read_split(tmp_path, "train", 64, parallel_reads=4, shuffle_buffer=100)
+    assert by_hand.element_spec == packaged.element_spec and len(by_hand) == len(packaged) == 8
+
+    def records(ds):
+        return sorted((int(y), x.tobytes()) for xs, ys in ds.as_numpy_iterator() for x, y in zip(xs, ys))
+
+    assert records(by_hand) == records(packaged) and len(records(by_hand)) == 500
+
+
 def test_verify_names_a_shard_whose_bytes_changed(tmp_path):
     write_digits(tmp_path)
     manifest = T.read_manifest(tmp_path, "train")
@@ -62,7 +78,8 @@ TRAINER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     import keras
-    from helpers.lessons.tfdata_mnist import article_mlp, read_split
+    from helpers.lessons.tfdata_mnist import article_mlp
+    from helpers.storage.tfrecord import read_split
 
     shards, backup, log, marker, hang = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5] == "hang"
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers.storage import tfrecord as T
-from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.storage.tfrecord import FeatureSpec, ShardError
 from helpers.storage.tfrecord.manifest import SplitManifest, update_split
 from helpers.storage.tfrecord.write import shard_range

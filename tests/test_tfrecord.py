@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.storage import tfrecord as T
-from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with the manifest's checks
+from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.storage.tfrecord import FeatureSpec, ShardError
 
 ROOT = Path(__file__).resolve().parent.parent

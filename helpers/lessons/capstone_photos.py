@@ -210,7 +210,7 @@ def convert_shards(files, labels, out, split, num_shards, shards, size, fingerpr
 
 
 # ---------------- defined in notebooks/07_capstone_photos.ipynb, section: 5. The decode-and-augment pipeline, one step at a time
-from helpers.lessons.tfdata_mnist import read_split
+from helpers.storage.tfrecord import read_split
 
 
 def read_photos(directory, split, batch_size, *, shuffle=False, augment=None, parallel_reads=4,

@@ -498,7 +498,7 @@ def plot_timeline(timeline, ax, title):
 
 
 # ---------------- defined in notebooks/05_pipeline_profiling.ipynb, section: 8. Memory: streaming stays flat, loading everything grows
-from helpers.lessons.tfdata_mnist import read_split   # notebook 04's pipeline, with its checks
+from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with its checks
 from helpers.storage.tfrecord import read_manifest
 
 SHUFFLE_MIB = 16   # the most the stream's shuffle buffer holds

@@ -432,13 +432,16 @@ def is_mounted(path: str | Path) -> bool:
 
 
 @contextlib.contextmanager
-def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float, read_latency_ms: float,
-                       bandwidth_mb_s: float | None) -> Iterator[Path]:
+def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float = 30, read_latency_ms: float = 5,
+                       bandwidth_mb_s: float | None = 100) -> Iterator[Path]:
     """Serve `source_dir` read-only through a slow FUSE store in a child process; yield the mount's path.
 
     - `open_latency_ms`: every file open waits this long (time to first byte);
     - `read_latency_ms`: every read request waits this long, concurrent requests overlapping;
     - `bandwidth_mb_s`: MB/s (10^6 bytes) shared by all reads; None for no limit.
+
+    The defaults are a bucket's or a network disk's seen from a machine near it, the series' one setting
+    (notebook 04 explains them; 05, 07 and the benchmarks use them unchanged).
 
     The mount point is a new folder in the temporary folder; the store unmounts and removes it when the block ends,
     when the reader crashes, and when this process dies (the child notices). Raises `SlowStoreError` where it

@@ -1,6 +1,8 @@
-"""What a pipeline over a split needs before it reads: the manifest's files and counts, checked
-(`readable_shards`), and a length that is exact and ends (`exact_length`). The pipelines themselves are the
-lessons': notebook 04's `read_split` and `make_train_ds` (`helpers.lessons.tfdata_mnist`)."""
+"""Reading a split with its checks: the manifest's files and counts, checked before anything is read
+(`readable_shards`), a length that is exact and ends (`exact_length`), and `read_split`, the one call later
+notebooks, tests and benchmarks read shards with: these checks around notebook 04's pipeline (`make_train_ds`,
+`helpers.lessons.tfdata_mnist`, which takes plain file lists; tests/test_mnist_training.py holds the two to the
+same records)."""
 from __future__ import annotations
 
 import warnings
@@ -11,7 +13,7 @@ import tensorflow as tf
 
 from helpers.storage.files import file_problem
 from helpers.storage.tfrecord.check import TF_READ_ERRORS, short_tf_error, verify_shards
-from helpers.storage.tfrecord.format import ShardError, png_header
+from helpers.storage.tfrecord.format import ShardError, parse_batch_fn, parse_example_fn, png_header
 from helpers.storage.tfrecord.manifest import SplitManifest, manifest_path, read_manifest
 
 
@@ -142,3 +144,48 @@ def readable_shards(directory: str | Path, split: str, *, skip_damaged: bool = F
         raise ShardError("; ".join(f"{report.file}: {report.problem}" for report in damaged)
                          + ". Re-create the damaged shards with the same write_shards() call.")
     return ReadableShards(manifest, manifest.files(directory), [s.records for s in manifest.shards], source)
+
+
+def read_split(directory: str | Path, split: str, batch_size: int | None = 128, *, vectorized: bool = True,
+               parallel_reads: int | None = None, shuffle_buffer: int = 0, seed: int | None = None,
+               skip_damaged: bool = False, verify: bool = False) -> tf.data.Dataset:
+    """A dataset of `(image, label)` batches of a split (single records with `batch_size=None`), with the
+    manifest's files, compression, decoding and exact length. Before anything is read, `readable_shards` names a
+    missing, truncated or mis-described shard (`ShardError`); `verify=True` reads every shard once first and
+    names each damaged one; `skip_damaged=True` reads only the records before each file's first damaged one and
+    warns (`DamagedShardsWarning`) how many were lost.
+
+    - `shuffle_buffer > 0`: notebook 04's `make_train_ds` (a new file order every epoch, `parallel_reads` files
+      at once, first record ready first, a shuffle buffer, then whole batches parsed), without its `prefetch`.
+    - otherwise file order; `parallel_reads` files read at once interleave their records, in a fixed order.
+    - `vectorized=False`: parse record by record, then batch (notebook 02 measures what that costs).
+
+    Introduced in notebooks/04_tfdata_mnist.ipynb.
+
+    >>> ds = read_split("data/mnist-tfrecord", "train", 256, parallel_reads=4, shuffle_buffer=10_000)  # doctest: +SKIP
+    """
+    shards = readable_shards(directory, split, skip_damaged=skip_damaged, verify=verify)
+    spec, encoding, source = shards.manifest.spec, shards.manifest.encoding, shards.source
+    shuffled = shuffle_buffer > 0
+    if shuffled and (batch_size is None or not vectorized):
+        raise ValueError("a shuffled read parses whole batches: give a batch_size and keep vectorized=True")
+    files = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(shards.files, tf.string), tf.constant(shards.counts, tf.int64)))
+    if shuffled:
+        files = files.shuffle(len(shards.files), seed=seed)
+    records = files.interleave(
+        lambda file, n: tf.data.TFRecordDataset(file, shards.compression).take(n),
+        cycle_length=parallel_reads or 1,
+        num_parallel_calls=(parallel_reads or 1) if shuffled else parallel_reads,
+        deterministic=False if shuffled else None if parallel_reads is None else True)
+    if shuffled:
+        records = records.shuffle(shuffle_buffer, seed=seed)
+    parse_one = parse_example_fn(encoding, spec, source)
+    if batch_size is None:
+        return exact_length(records.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE), shards.total, source)
+    if vectorized:
+        ds = records.batch(batch_size).map(parse_batch_fn(encoding, spec, source),
+                                           num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = records.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)
+    return exact_length(ds, -(-shards.total // batch_size), source)   # a length counted in batches
