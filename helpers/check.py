@@ -248,12 +248,22 @@ def check_beam(result: dict) -> Line:
     return Line("Apache Beam", OK, f"apache_beam {result['version']} imports (notebook 06 §5)")
 
 
+# The [grain] extra's lower bounds (pyproject.toml; a test keeps the two in step).
+GRAIN_NEEDS = {"grain": (0, 2, 12), "array_record": (0, 8)}
+
+
 def check_grain(result: dict) -> Line:
-    """Notebook 08 imports Grain and ArrayRecord at its start: either missing or broken is a FAIL."""
+    """Notebook 08 imports Grain and ArrayRecord at its start: either missing, broken or older than the [grain]
+    extra asks for is a FAIL."""
+    fix = ("pip install -e \".[grain]\" (grain and array-record); if that fails, use the tested versions "
+           f"({INSTALL}) on Python 3.11, or Colab")
     if "error" in result:
         return Line("Grain and ArrayRecord", FAIL, f"cannot be imported ({result['error']}): notebook 08 stops at its "
-                    "first cell", "pip install -e \".[grain]\" (grain and array-record); if that fails, use the tested "
-                    f"versions ({INSTALL}) on Python 3.11, or Colab")
+                    "first cell", fix)
+    old = [f"{name} {result[name]} is older than {'.'.join(map(str, least))}"
+           for name, least in GRAIN_NEEDS.items() if _version(result[name]) < least]
+    if old:
+        return Line("Grain and ArrayRecord", FAIL, f"{'; '.join(old)}: notebook 08 needs the newer ones", fix)
     return Line("Grain and ArrayRecord", OK, f"grain {result['grain']} and array_record {result['array_record']} "
                 "import, reader and writer (notebook 08)")
 

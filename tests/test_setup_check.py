@@ -265,3 +265,25 @@ def test_a_data_folder_that_cannot_be_written_is_a_fail(monkeypatch, tmp_path):
     monkeypatch.setattr(check.shutil, "disk_usage", lambda path: Usage(1e13, 0, 1e13))
     assert check.check_disk().state == check.OK
     assert list((tmp_path / "data").iterdir()) == []
+
+
+@pytest.mark.parametrize("versions, state", [({"grain": "0.2.11", "array_record": "0.8.6"}, check.FAIL),
+                                             ({"grain": "0.2.18", "array_record": "0.7.2"}, check.FAIL),
+                                             ({"grain": "0.2.12", "array_record": "0.8.0"}, check.OK)])
+def test_grain_or_array_record_older_than_the_series_needs_is_a_fail(versions, state):
+    """Found by the attack on this round's changes: an old Grain imported, so the check said ok, although
+    pyproject.toml's [grain] extra asks for grain>=0.2.12 and array-record>=0.8."""
+    line = check.check_grain(versions)
+    assert line.state == state, line
+    if state == check.FAIL:
+        assert "[grain]" in line.fix and "older" in line.text
+
+
+def test_the_grain_versions_the_check_asks_for_are_the_extras():
+    import re
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["grain"]
+    bounds = {re.sub(r"[-_]", "_", req.split(">=")[0]): tuple(map(int, req.split(">=")[1].split(".")))
+              for req in extra}
+    assert bounds == check.GRAIN_NEEDS
