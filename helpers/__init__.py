@@ -29,11 +29,11 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 07 08 99
     measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04
                                 appetite, dot plot, table
-    measure/model_charts.py     a classifier drawn: training curves, predictions, confusion matrix    04
+    measure/model_charts.py     a classifier's mistakes drawn: predicted test images, confusion matrix  04
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     -
-    measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02
+    measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02 04
     measure/threads.py          the GIL measured: one thread against two, and the cores kept busy    01
     measure/tfrecord_encodings.py  TFRecord encodings' bytes, write and read times; the article's   02
                                 writer against write_shards

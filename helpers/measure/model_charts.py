@@ -1,38 +1,12 @@
-"""How a classifier trained and what it gets wrong, drawn: its training curves, test images with the labels it
-predicted, and its confusion matrix. Introduced in notebooks/04_tfdata_mnist.ipynb (which calls each in one line).
+"""What a classifier gets wrong, drawn: test images with the labels it predicted, and its confusion matrix.
+Introduced in notebooks/04_tfdata_mnist.ipynb (which calls it in one line; its training curves are
+`helpers.measure.plots.training_curves`).
 
-    training_curves(history, title="784-512-10 MLP")
     confusion = predictions(model, test_ds, title="MNIST test digits")
 """
 from __future__ import annotations
 
 import numpy as np
-
-
-def training_curves(history, title: str, metrics: tuple[str, ...] = ("loss", "accuracy")) -> None:
-    """One panel per metric of a `fit` history: training and validation, epoch by epoch.
-
-    >>> import matplotlib.pyplot as plt; from types import SimpleNamespace
-    >>> logs = {"loss": [0.5, 0.3], "val_loss": [0.4, 0.35], "accuracy": [0.8, 0.9], "val_accuracy": [0.85, 0.88]}
-    >>> training_curves(SimpleNamespace(history=logs), title="two epochs"); plt.close("all")
-    """
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    logs = history.history
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.5), layout="constrained",
-                             squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
-        epochs = np.arange(1, len(logs[metric]) + 1)
-        ax.plot(epochs, logs[metric], "o-", label="training")
-        if f"val_{metric}" in logs:
-            ax.plot(epochs, logs[f"val_{metric}"], "s-", label="validation")
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_title(metric)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1))   # one legend for all, outside
-    fig.suptitle(title)
-    plt.show()
 
 
 def confusion_of(model, dataset, num_classes: int = 10) -> np.ndarray:

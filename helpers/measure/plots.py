@@ -1,7 +1,7 @@
 """The plain charts of notebooks 01 and 02: peak memory against data size, a row of images, training curves, and
 the labels of an epoch in the order a pipeline delivers them. Each draws one figure and shows it.
 
-Introduced in notebooks/01_generators_and_iterables.ipynb (and used in 02).
+Introduced in notebooks/01_generators_and_iterables.ipynb (and used in 02; 04 draws its training curves).
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> peak_memory([1_000, 10_000], {"list": [8e5, 8e6], "generator": [2e3, 2e3]}, record_bytes=784)
