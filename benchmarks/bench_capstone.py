@@ -3,7 +3,7 @@ same photos converted once to resized records and read by the capstone's pipelin
 
 Keys:
 - capstone_pipeline_vs_image_dataset_from_directory: the pipeline alone, one epoch of the training folder:
-  notebook 07's `read_photos` (resized-once raw uint8 records of 96x96 pixels written by its `convert_shards`;
+  notebook 07's `read_photos` (resized-once raw uint8 records of 96x96 pixels made by its `resized_record`;
   shuffled files and records, 4 files read at once, a batch parsed at once, cast to float32, prefetch) against
   `keras.utils.image_dataset_from_directory(image_size=(96, 96))` on the same files (every file read, decoded
   and resized every epoch on parallel threads, prefetch). Batch 32; steady-state rates in alternating rounds
@@ -26,8 +26,9 @@ import keras
 
 from benchmarks.run import Result, one_core_child
 from helpers.data.photos import make_photo_folder
-from helpers.lessons.capstone_photos import convert_shards, read_photos
+from helpers.lessons.capstone_photos import read_photos, resized_record
 from helpers.measure import alternate, pipeline_epoch
+from helpers.storage.tfrecord import FeatureSpec, write_shards
 
 IMAGE_SIZE, BATCH_SIZE, NUM_SHARDS = 96, 32, 8
 
@@ -40,17 +41,19 @@ def run(quick: bool) -> list[Result]:
         folder = make_photo_folder(workdir / "photos", files, progress=False) / "train"
         paths = sorted(folder.glob("*/*.jpg"))
         classes = sorted(p.name for p in folder.iterdir())
-        convert_shards([str(p) for p in paths], [classes.index(p.parent.name) for p in paths], str(workdir / "records"),
-                       "train", NUM_SHARDS, range(NUM_SHARDS), IMAGE_SIZE)
+        records = (resized_record(p, classes.index(p.parent.name), IMAGE_SIZE) for p in paths)
+        spec = FeatureSpec((IMAGE_SIZE, IMAGE_SIZE, 3), "uint8")
+        manifest = write_shards(records, workdir / "records", "train", NUM_SHARDS, total=len(paths),
+                                encoding="serialized", spec=spec, progress=False)
+        files = [str(f) for f in manifest.files(workdir / "records")]
         baseline = keras.utils.image_dataset_from_directory(folder, image_size=(IMAGE_SIZE, IMAGE_SIZE),
                                                             batch_size=BATCH_SIZE, seed=0, verbose=False)
-        pipeline = read_photos(workdir / "records" / "resized", "train", BATCH_SIZE, shuffle=True)
+        pipeline = read_photos(files, BATCH_SIZE, IMAGE_SIZE, records=len(paths), shuffle=True)
         assert pipeline.element_spec == baseline.element_spec, (pipeline.element_spec, baseline.element_spec)
         sides = {"pipeline": lambda: pipeline_epoch(pipeline), "baseline": lambda: pipeline_epoch(baseline)}
         if child is not None:
             child.add("capstone", "helpers.lessons.capstone_photos:read_photos", {
-                "directory": str(workdir / "records" / "resized"), "split": "train", "batch_size": BATCH_SIZE,
-                "shuffle": True})
+                "files": files, "batch_size": BATCH_SIZE, "size": IMAGE_SIZE, "records": len(paths), "shuffle": True})
             sides["one core"] = lambda: child.epoch("capstone")
         measured = alternate(sides, rounds=rounds, warmup=1)
         detail = (f"read_photos {measured.samples('pipeline').median:,.0f} images/s vs image_dataset_from_directory "

@@ -8,30 +8,34 @@ Where each part lives (folder/module · its one job · the notebooks that import
       tfdata_mnist.py           the training pipeline over plain file lists, cached, the article's MLP (04)
       pipeline_profiling.py     block records, the article's pipeline, the method (`diagnose`), timelines (05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
-      capstone_photos.py        the photo scan, the conversion, the photo pipeline and classifier (07)
+      capstone_photos.py        the photo records, the photo pipelines, the classifier (07)
       resume_shuffle_grain.py   the id-logging MLP, exact resume with `fit`, index shuffles, Grain (08)
     setup/config.py             quick mode, the data folder, the repository's address                01 02 03 04 05 06 07 08 99
     setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07 08 99
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
-    setup/processes.py          child processes that stop with their parent; ports                   07
+    setup/processes.py          child processes that stop with their parent; ports                   -
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08 99
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
-    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      03 07
-    storage/labels.py           the one check of class labels: every writer, every label file read   07
+    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      03
+    storage/labels.py           the one check of class labels: every writer, every label file read   -
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
     storage/array_record.py     ArrayRecord shards for Grain: atomic, resumable, with a manifest;    08
                                 batch reads, one call per shard
     storage/png_folder.py       folders of PNG files with a label file                               03
+    storage/photo_scan.py       every file of a photo folder looked at: what it is, whether usable   07
+    storage/parallel_conversion.py  photos converted to record shards by several processes at once   07
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
-    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 05 07 08
-    measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 07 08 99
+    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 05 08
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 08 99
     measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04
                                 appetite, dot plot, table
     measure/model_charts.py     a classifier's mistakes drawn: predicted test images, confusion matrix  04
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
+    measure/photo_charts.py     notebook 07's pictures: a photo folder, training curves, guesses     07
+    measure/model_cost.py       a model's multiply-adds, and a GPU's appetite carried over by them   07
     measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     -
     measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02 04
     measure/threads.py          the GIL measured: one thread against two, and the cores kept busy    01

@@ -3,6 +3,7 @@ folder's scan of odd files, and shards that are empty or listed out of order. Ea
 (The measurement items, 7-10, are in tests/test_measure.py.)"""
 from __future__ import annotations
 
+import functools
 import io
 import os
 from pathlib import Path
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.lessons import capstone_photos
-from helpers.lessons.capstone_photos import convert_shards, inspect_photo, jpeg_end
+from helpers.storage import photo_scan
+from helpers.storage.parallel_conversion import ConversionProcesses
+from helpers.storage.photo_scan import inspect_photo, jpeg_end
 from helpers.lessons.pipeline_profiling import write_blocks
 from helpers.scale.beam import save_source
 from helpers.storage.labels import class_label, class_labels
@@ -55,10 +57,24 @@ def source_writer(images, labels, out, num_classes):
     save_source(images, labels, out, num_classes=num_classes)
 
 
+@functools.cache
+def conversion() -> ConversionProcesses:
+    """Notebook 07's conversion, one process for every test here (it starts TensorFlow once, and stops with this
+    process): both kinds of records, 16x16."""
+    lesson = "helpers.lessons.capstone_photos"
+    return ConversionProcesses({"resized": (f"{lesson}:resized_record", {"size": 16}),
+                                "original": (f"{lesson}:original_record", {})}, processes=1)
+
+
+def convert_shards(photos, labels, out, num_shards, shards, num_classes=None):
+    conversion().convert(photos, labels, out, "train", num_shards, image_shape=(16, 16, 3), shards=shards,
+                         num_classes=num_classes)
+
+
 def photo_writer(images, labels, out, num_classes):
     """Notebook 07's conversion: two photos, one shard each, both kinds."""
     photos = [jpeg_file(Path(out).parent / f"photo{i}.jpg") for i in range(len(images))]
-    convert_shards([str(p) for p in photos], labels.tolist(), str(out), "train", 2, [0, 1], 16, num_classes=num_classes)
+    convert_shards(photos, labels.tolist(), out, 2, [0, 1], num_classes=num_classes)
 
 
 WRITERS = {"write_shards raw": tfrecord_writer("raw"), "write_shards float_list": tfrecord_writer("float_list"),
@@ -101,7 +117,7 @@ def test_a_png_label_file_with_a_negative_label_is_refused_by_line(tmp_path):
 def test_convert_shards_checks_the_labels_of_later_shards_before_writing_the_first(tmp_path):
     photos = [str(jpeg_file(tmp_path / f"p{i}.jpg")) for i in range(4)]
     with pytest.raises(ValueError, match="whole numbers"):
-        convert_shards(photos, [0, 1, 2, 3.5], str(tmp_path / "out"), "train", 2, [0, 1], 16)
+        convert_shards(photos, [0, 1, 2, 3.5], tmp_path / "out", 2, [0, 1])
     assert not list((tmp_path / "out").rglob("*.tfrecord"))   # not even shard 0, whose labels were fine
 
 
@@ -194,7 +210,7 @@ def test_a_file_too_large_for_a_photo_is_named_without_being_read(tmp_path, monk
     photo = tmp_path / "photo.jpg"
     photo.write_bytes(noisy_jpeg())
     assert inspect_photo(photo) == (None, True)
-    monkeypatch.setattr(capstone_photos, "MAX_PHOTO_BYTES", photo.stat().st_size - 1, raising=False)
+    monkeypatch.setattr(photo_scan, "MAX_PHOTO_BYTES", photo.stat().st_size - 1, raising=False)
     problem, usable = inspect_photo(photo)
     assert problem.startswith("too large for a photo") and not usable    # the cap is what decides
 
@@ -217,9 +233,9 @@ def test_convert_shards_of_one_photo_into_two_shards_completes_in_either_order(t
     for order in ([[0, 1]], [[1], [0]]):   # one process; two processes, the empty shard's first
         out = tmp_path / f"out-{len(order)}"
         for shards in order:
-            convert_shards(photo, [2], str(out), "train", 2, shards, 16)
+            convert_shards(photo, [2], out, 2, shards)
         for kind in ("resized", "original"):
-            manifest = read_manifest(out / kind, "train", serialized=kind == "original")
+            manifest = read_manifest(out / kind, "train", serialized=True)
             assert manifest.complete and [s.records for s in manifest.shards] == [1, 0]
 
 
@@ -227,7 +243,7 @@ def test_a_split_of_no_records_is_an_error_naming_the_folder(tmp_path):
     with pytest.raises(ShardError, match=f"{tmp_path}.*no records"):
         write_shards(iter([]), tmp_path, "train", 2, total=0, progress=False)
     with pytest.raises(ValueError, match="no files to convert"):
-        convert_shards([], [], str(tmp_path / "photos"), "train", 2, [0, 1], 16)
+        convert_shards([], [], tmp_path / "photos", 2, [0, 1])
     assert not load_manifest(tmp_path)
 
 

@@ -3,7 +3,8 @@ import numpy as np
 from PIL import Image
 
 from helpers.data.photos import SIDES, SOURCES, make_photo_folder, plant_bad_files
-from helpers.lessons.capstone_photos import inspect_photo, jpeg_bytes, resized_pixels
+from helpers.lessons.capstone_photos import jpeg_bytes, resized_pixels
+from helpers.storage.photo_scan import inspect_photo, scan_photos
 
 
 def test_the_folder_has_a_class_folder_per_photograph_and_jpegs_of_many_sizes(tmp_path):
@@ -45,5 +46,5 @@ def test_every_planted_bad_file_is_named_by_the_scan_and_the_usable_ones_convert
     for name, (_, usable) in flagged.items():
         if usable:
             path = tmp_path / "bad" / name
-            assert resized_pixels(path, 32).shape == (32, 32, 3) and jpeg_bytes(path)[:3] == b"\xff\xd8\xff"
+            assert resized_pixels(jpeg_bytes(path), 32).shape == (32, 32, 3) and jpeg_bytes(path)[:3] == b"\xff\xd8\xff"
     assert len(list((tmp_path / "bad").glob("*/*/*"))) == 16 + 6   # the copy, and the six planted
