@@ -28,9 +28,11 @@ Where each part lives (folder/module · its one job · the notebooks that import
     storage/parallel_conversion.py  photos converted to record shards by several processes at once   07
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 05 08
-    measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 08 99
-    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 08
+    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04 99
                                 appetite, dot plot, table
+    measure/figures_by_row.py   the stored full run's figures behind a table of choices, by row      99
+    measure/padding.py          how much of a batch of token sequences is padding, counted           99
     measure/model_charts.py     a classifier's mistakes drawn: predicted test images, confusion matrix  04
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
