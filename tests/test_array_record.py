@@ -258,3 +258,33 @@ def test_a_manifest_changed_to_agree_with_itself_is_still_checked_against_the_fi
     for reader in (array_record_readers, array_record_source):
         with pytest.raises(ArrayRecordError, match="holds 5 records, the manifest says 4"):
             reader(tmp_path, "train")
+
+
+def test_a_split_of_more_shards_than_open_files_allowed_is_still_read(tmp_path):
+    """Found by the attack on this round's changes: checking every shard's count kept a reader open per shard, so a
+    split of more shards than the process may open files failed (EMFILE). Counted, then closed; a batch that touches
+    a few shards opens those."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    write_array_records(np.zeros((300, 2, 2), np.uint8), np.arange(300) % 3, tmp_path, "train", 300)
+    script = ("import resource, sys\n"
+              "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
+              "from helpers.storage.array_record import array_record_readers, decode_batch\n"
+              "readers, info = array_record_readers(sys.argv[1], 'train')\n"
+              "print(decode_batch(readers.__getitems__([299, 0, 150]), info)[1].tolist())\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0 and done.stdout.strip() == "[2, 0, 0]", done.stderr[-2000:]
+
+
+def test_only_the_writers_own_temporary_manifests_are_removed(tmp_path):
+    """A killed save leaves `array_record_manifest.json.<8 hex digits>.partial`, which the next save removes; a file
+    of the user's that merely starts and ends the same way is not the writer's and stays."""
+    tmp_path.mkdir(exist_ok=True)
+    ours, theirs = tmp_path / f"{MANIFEST}.0123abcd.partial", tmp_path / f"{MANIFEST}.my notes.partial"
+    ours.write_text("{")
+    theirs.write_text("keep me")
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 2)
+    assert not ours.exists() and theirs.read_text() == "keep me"

@@ -25,13 +25,14 @@ and index give. Labels are checked by `helpers.storage.labels` before the first 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from helpers.storage.files import (FileLock, atomic_write_text, check_name, file_problem, fingerprint_arrays,
-                                   sha256_of, stale_temporaries, temporaries_of, write_then_rename)
+                                   sha256_of, stale_temporaries, write_then_rename)
 from helpers.storage.labels import class_labels
 
 MANIFEST = "array_record_manifest.json"
@@ -125,7 +126,7 @@ def _save(directory: Path, info: SplitInfo) -> None:
     """Put `info` into the manifest as it is on disk now, every other split left as it is: writers of other splits
     save theirs meanwhile, so the manifest is read again under its own lock, never written from an older copy."""
     with FileLock(directory / MANIFEST_LOCK, f"the manifest {directory / MANIFEST}", wait=True):
-        for stale in temporaries_of(directory / MANIFEST):
+        for stale in stale_temporaries(directory, re.escape(MANIFEST)):
             stale.unlink(missing_ok=True)   # a writer killed while saving; no one else is saving now
         doc = _load(directory)
         doc["splits"][info.split] = asdict(info)
@@ -261,20 +262,18 @@ def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _open_readers(directory: Path, info: SplitInfo) -> list:
-    """A random-access reader per shard, each checked to hold the records the manifest lists for it."""
+def _check_record_counts(directory: Path, info: SplitInfo) -> None:
+    """Check that each shard holds the records the manifest lists for it (each opened, counted and closed: a split
+    may have more shards than a process may open files)."""
     from array_record.python import array_record_module
 
-    readers = []
     for shard, expected in zip(info.shards, info.shard_record_counts()):
         reader = array_record_module.ArrayRecordReader(str(directory / shard.file),
                                                        "readahead_buffer_size:0,max_parallelism:0")
-        readers.append(reader)
-        if (held := reader.num_records()) != expected:
-            for opened in readers:
-                opened.close()
+        held = reader.num_records()
+        reader.close()
+        if held != expected:
             raise ArrayRecordError(f"{directory / shard.file}: holds {held} records, the manifest says {expected}.")
-    return readers
 
 
 def array_record_source(directory: str | Path, split: str, *, verify: bool = False):
@@ -286,8 +285,7 @@ def array_record_source(directory: str | Path, split: str, *, verify: bool = Fal
 
     directory = Path(directory)
     info = _checked_split(directory, split, verify)
-    for reader in _open_readers(directory, info):   # each shard's count, not only the total
-        reader.close()
+    _check_record_counts(directory, info)   # each shard's count, not only the total
     source = ArrayRecordDataSource([str(directory / s.file) for s in info.shards])
     if len(source) != sum(info.shard_record_counts()):
         raise ArrayRecordError(f"{directory}: split {split!r} holds {len(source)} records, the manifest says "
@@ -299,13 +297,13 @@ class ShardReaders:
     """Random access to a split's records with one ArrayRecord reader per shard, set for random reads
     (`readahead_buffer_size:0,max_parallelism:0`, as ArrayRecord's documentation advises). `__getitems__(ids)`
     reads a whole batch with one `read` call per shard (NumPy sorts the ids by shard), where
-    `ArrayRecordDataSource.__getitems__` starts a pool of Python threads on every call. Readers not given open when
-    first used; each is safe to share between threads."""
+    `ArrayRecordDataSource.__getitems__` starts a pool of Python threads on every call. Readers open when first
+    used; each is safe to share between threads."""
 
-    def __init__(self, paths: list[Path], counts: list[int], readers: list | None = None) -> None:
+    def __init__(self, paths: list[Path], counts: list[int]) -> None:
         self._paths = [str(p) for p in paths]
         self._starts = np.cumsum([0, *counts])
-        self._readers: list = readers or [None] * len(self._paths)
+        self._readers: list = [None] * len(self._paths)
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -346,8 +344,8 @@ def array_record_readers(directory: str | Path, split: str, *, verify: bool = Fa
     """
     directory = Path(directory)
     info = _checked_split(directory, split, verify)
-    readers = _open_readers(directory, info)
-    return ShardReaders([directory / s.file for s in info.shards], info.shard_record_counts(), readers), info
+    _check_record_counts(directory, info)
+    return ShardReaders([directory / s.file for s in info.shards], info.shard_record_counts()), info
 
 
 def decode_record(record: bytes, info: SplitInfo) -> tuple[np.ndarray, np.int64]:
