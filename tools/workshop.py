@@ -625,7 +625,7 @@ measures slower, or a gain's interval holds 1. What to say, in this order:
    figures in [99 · Choosing for your data](99_choosing_for_your_data.ipynb) show the same comparisons at full size.
 5. **Some results are meant to come out "backwards".** Reading many files at once gains on a slow store and can
    lose when the files are already in the page cache (RAM): the stored full run measured both
-   (`slow_store_parallel_interleave_gain` and `page_cache_parallel_interleave_gain`, rows F of notebook 99). A
+   (`slow_store_parallel_interleave_gain` and `page_cache_parallel_interleave_gain`, row J of notebook 99). A
    backwards result on cached files is the lesson, not a fault.
 
 Then say the rule the series keeps: the verdict belongs to this machine, now; the notebook's words follow its
