@@ -6,10 +6,10 @@ Not part of the default run: `python -m benchmarks.run --only bigger_than_ram` (
 RAM of disk space; `--quick` writes 256 MiB, the same code at a size that proves nothing about RAM).
 
 1. Checks the free space first and refuses, in one line, unless the files and `RESERVE_BYTES` to spare fit.
-2. Writes MNIST-shaped random images (uniform noise: nothing between here and the device can compress it) as
-   block records, in parts of `PART_BYTES` (one `write_blocks` call each, split `part000`, `part001`, ...: data
-   larger than RAM cannot be one array), under a new folder of the temporary directory (`TMPDIR` chooses it),
-   with a progress bar.
+2. Writes MNIST-shaped random images (uniform noise: nothing between here and the device can compress it or
+   find it twice, `write_parts`) as block records, in parts of `PART_BYTES` (one `write_blocks` call each, split
+   `part000`, `part001`, ...: data larger than RAM cannot be one array), under a new folder of the temporary
+   directory (`TMPDIR` chooses it), with a progress bar.
 3. Reads every file raw, cold, in 8 MiB reads (`helpers.measure.cold_read.read_raw`): the disk's rate.
 4. In a fresh child process: one epoch of every part through `bench_cold_read.read_from_disk` (the parts read as
    one split), cold, no model; then `TRAIN_STEPS` steps of the article's MLP at batch 1024 from the same stream,
@@ -134,12 +134,16 @@ def write_parts(own: OwnWrite, parts: int, per_part: int, progress: Callable[[in
     `own.parts` before its first byte is written. `progress(bytes)` after each part."""
     from helpers.lessons.pipeline_profiling import write_blocks
 
+    size = per_part * math.prod(SHAPE)
+    bits = np.random.SFC64(0)   # numpy's fastest generator
+    noise = bits.random_raw(-(-size // 8)).view(np.uint8)[:size]
     for index in range(parts):
         name = part_name(index)
         own.parts.append(name)
-        rng = np.random.default_rng(index)
-        images = np.frombuffer(rng.bytes(per_part * math.prod(SHAPE)), np.uint8).reshape(per_part, *SHAPE)
-        labels = rng.integers(0, 10, per_part, dtype=np.uint8)
+        # The noise drawn once, rotated by a different odd number of bytes for each part: no two 4 KiB pages of the
+        # files alike, and no repeat within reach of any compressor's window (a GiB apart), at a copy's cost.
+        images = np.roll(noise, index * 1_000_003).reshape(per_part, *SHAPE)
+        labels = np.random.Generator(bits).integers(0, 10, per_part, dtype=np.uint8)
         write_blocks(images, labels, own.folder, name, num_shards=FILES_PER_PART)
         del images
         progress(sum(f.stat().st_size for f in own.folder.glob(f"{name}-*.blocks.tfrecord")))
