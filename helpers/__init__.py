@@ -29,12 +29,12 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 05 08
     measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 08
-    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04 99
+    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04 06 99
                                 appetite, dot plot, table
     measure/figures_by_row.py   the stored full run's figures behind a table of choices, by row      99
     measure/padding.py          how much of a batch of token sequences is padding, counted           99
     measure/model_charts.py     a classifier's mistakes drawn: predicted test images, confusion matrix  04
-    measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05 06
+    measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     measure/photo_charts.py     notebook 07's pictures: a photo folder, training curves, guesses     07
     measure/model_cost.py       a model's multiply-adds, and a GPU's appetite carried over by them   07
@@ -43,7 +43,9 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/threads.py          the GIL measured: one thread against two, and the cores kept busy    01
     measure/tfrecord_encodings.py  TFRecord encodings' bytes, write and read times; the article's   02
                                 writer against write_shards
-    scale/data_service.py       a tf.data service here: the dispatcher in-process, worker processes  06
+    measure/arrivals.py         which records arrived, how often: through a service, into `fit`     06
+    scale/data_service.py       a tf.data service here: the dispatcher in-process, worker processes,  06
+                                a worker killed
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
     scale/slow_store.py         a folder served read-only through FUSE with a remote store's waits  04 05 07

@@ -8,7 +8,7 @@ kernel that runs it keeps its own devices. One child imports TensorFlow once (th
 time), reports TensorFlow's and Keras's versions and the GPUs it sees, then starts a tf.data service dispatcher
 and a worker on port 0, as notebook 06 does; they stop when the child exits (servers only, no dataset: no GPU
 memory is taken, and memory growth is on); last, it asks `budget_unavailable` (helpers.measure, which imports
-TensorFlow) whether notebooks 05 §8 and 06 §6 can hold a child to a memory budget. Another child imports Apache Beam,
+TensorFlow) whether notebook 05 §8 can hold a child to a memory budget. Another child imports Apache Beam,
 Grain and ArrayRecord (notebook 08 imports both at its start). They run at once: 9-10 s here, on 2 cores that other
 jobs kept busy (load 6). The data folder is checked by writing a file there (and removing it), not by its permissions.
 
@@ -67,8 +67,8 @@ class Line:
 MNIST, CIFAR, CIFAR_PNG, MNIST_FLOAT = 830, 3_120, 2_400, 784 * 4 + 50
 PHOTO, PHOTO_RESIZED = 33_900, 96 * 96 * 3 + 50
 PHOTO_SIZED_PIXELS = 224 * 224 * 3
-# Notebook 05 §8's `sizes_mib` (MiB of photo-sized digits per split), quick and full; notebook 06 §6 trains on the
-# largest of them, the same folder (a test keeps both in step with the notebooks).
+# Notebook 05 §8's `sizes_mib` (MiB of photo-sized digits per split), quick and full (a test keeps them in step with
+# the notebook).
 PHOTO_SIZED_SPLITS_MIB = {"quick": (32, 1_280), "full": (64, 256, 2_048, 4_096)}
 
 
@@ -85,7 +85,7 @@ DATA_WRITES = [   # (what, records in quick mode, records in a full run, bytes e
     ("04: MNIST shards", 8_000, 80_000, MNIST),
     ("04: a disk cache of parsed batches (float32)", 8_000, 80_000, MNIST_FLOAT),
     ("05: the same records in three formats", 3 * 8_000, 3 * 70_000, MNIST),
-    ("05 §8 and 06 §6: photo-sized digits for the memory budget (06 §6 reuses 05's largest split)",
+    ("05 §8: photo-sized digits for the memory budget",
      _photo_sized_records(PHOTO_SIZED_SPLITS_MIB["quick"]), _photo_sized_records(PHOTO_SIZED_SPLITS_MIB["full"]),
      PHOTO_SIZED_PIXELS + 60),
     ("06: shards, Beam's copy, Dataset.save, snapshot", 4 * 2_000, 4 * 70_000, MNIST),
@@ -223,14 +223,14 @@ def check_servers(result: dict) -> Line:
 
 
 def check_memory_budget(result: dict) -> Line:
-    """Whether notebooks 05 §8 and 06 §6 can hold a child process to a memory budget (Linux's /proc); where they
-    cannot, they print why and show the stored full-run figure instead, so it is a note, not a FAIL."""
+    """Whether notebook 05 §8 can hold a child process to a memory budget (Linux's /proc); where it
+    cannot, it prints why and shows the stored full-run figure instead, so it is a note, not a FAIL."""
     if "error" in result:
         return Line("memory budget", FAIL, f"could not ask ({result['error']})", INSTALL)
     if result["unavailable"]:
-        return Line("memory budget", NOTE, f"{result['unavailable']} Notebooks 05 §8 and 06 §6 say so and show the "
+        return Line("memory budget", NOTE, f"{result['unavailable']} Notebook 05 §8 says so and shows the "
                     "stored full-run figure instead")
-    return Line("memory budget", OK, "notebooks 05 §8 and 06 §6 can hold a child process to a memory budget "
+    return Line("memory budget", OK, "notebook 05 §8 can hold a child process to a memory budget "
                 "(its resident memory, read from /proc)")
 
 

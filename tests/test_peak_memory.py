@@ -1,4 +1,4 @@
-"""The memory budget of `helpers.measure.peak_memory` (notebooks 05 §8 and 06 §6): a watchdog on the child's
+"""The memory budget of `helpers.measure.peak_memory` (notebook 05 §8): a watchdog on the child's
 resident memory that kills it past its budget, the budget set from the child's own floor, the platforms where
 it cannot run, and the stored full-run figure the notebooks print beside their own."""
 import re

@@ -1,5 +1,5 @@
-"""Notebook 06's engines, run for real on localhost: child processes, the tf.data service, two training
-workers, the Beam conversion and a memory budget."""
+"""Notebook 06's engines, run for real on localhost: child processes, the tf.data service and killing its workers,
+counting what arrives, two training workers, the Beam conversion; and the memory budget notebook 05 teaches."""
 import signal
 import subprocess
 import sys
@@ -111,16 +111,88 @@ def test_children_exit_when_their_parent_is_killed(tmp_path):
 
 # The tf.data service (each element once in distributed_epoch, once per worker in parallel_epochs, no process
 # left afterwards) and two workers ending with the same weights are asserted by notebook 06's check cell, which
-# runs in this same test session.
+# runs in this same test session. Below, the service's plumbing on stand-in workers: plain Python processes.
+
+SPIN = "from helpers.setup.processes import READY; print(READY, flush=True)\nwhile True: pass"
+SLEEP = "from helpers.setup.processes import READY; print(READY, flush=True); import time; time.sleep(600)"
 
 
-def test_more_workers_than_shards_is_refused(tmp_path):
-    from helpers.scale.multi_worker import train_on_workers
+def stand_in_cluster(programs):
+    """A DataServiceCluster whose workers are the given Python programs (no TensorFlow, no dispatcher)."""
+    from helpers.scale.data_service import DataServiceCluster
 
-    x, y = make_digits(200, seed=5)
-    write_shards(zip(x, y), tmp_path, "train", 1, total=len(x), progress=False)
-    with pytest.raises(RuntimeError, match="1 shards cannot be shared by file among 2 workers"):
-        train_on_workers(tmp_path, "train", workers=2, epochs=1, global_batch=64)
+    cluster = DataServiceCluster(workers=len(programs))
+    cluster.children.__enter__()
+    for index, program in enumerate(programs):
+        cluster.children.start(f"worker-{index}", ["-c", program])
+    cluster.worker_pids = [cluster.children.processes[name].pid for name in cluster.worker_names]
+    return cluster
+
+
+def test_the_busiest_live_worker_is_the_one_killed():
+    cluster = stand_in_cluster([SLEEP, SPIN, SLEEP])
+    try:
+        assert cluster.kill_busiest_worker() == 1
+        assert cluster.children.processes["worker-1"].poll() is not None
+        assert cluster.kill_busiest_worker() in (0, 2)   # of the two sleepers left, either
+        cluster.kill_busiest_worker()
+        with pytest.raises(RuntimeError, match="every worker"):
+            cluster.kill_busiest_worker()
+    finally:
+        cluster.stop()
+    assert cluster.leftovers() == []
+
+
+def test_leftovers_names_a_worker_still_running():
+    cluster = stand_in_cluster([SLEEP])
+    try:
+        assert cluster.leftovers(grace=0.2) == [f"worker process {cluster.worker_pids[0]}"]
+    finally:
+        cluster.stop()
+    assert cluster.leftovers() == []
+
+
+def test_the_killer_callback_kills_its_worker_after_its_step_and_counts_the_steps():
+    import keras
+
+    cluster = stand_in_cluster([SLEEP, SLEEP])
+    try:
+        killer = cluster.killer(1, step=2)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(np.zeros((40, 3)), np.zeros(40), batch_size=4, epochs=1, verbose=0, callbacks=[killer])
+        assert killer.steps_done == 10
+        assert cluster.children.processes["worker-1"].poll() is not None
+        assert cluster.children.processes["worker-0"].poll() is None
+    finally:
+        cluster.stop()
+
+
+def test_read_until_silent_stops_waiting_for_what_a_dead_worker_held():
+    import threading
+
+    from helpers.measure.arrivals import read_until_silent
+
+    release = threading.Event()
+
+    def batches():   # two batches of ids 0-3, then nothing (what a dead worker held never comes)
+        for start in (0, 2):
+            yield np.zeros(2), np.zeros(2), np.arange(start, start + 2)
+        release.wait(60)
+
+    kills = []
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=(
+        tf.TensorSpec((2,), tf.float64), tf.TensorSpec((2,), tf.float64), tf.TensorSpec((2,), tf.int64)))
+    started = time.monotonic()
+    try:
+        seen, ended = read_until_silent(dataset, after=4, kill=lambda: kills.append(True), silence=0.5)
+    finally:
+        release.set()
+    assert dict(seen) == {0: 1, 1: 1, 2: 1, 3: 1} and kills == [True] and not ended
+    assert time.monotonic() - started < 30
+    whole, ended = read_until_silent(tf.data.Dataset.range(6).batch(2).map(lambda i: (i, i, i)),
+                                     after=100, kill=lambda: None)
+    assert sorted(whole) == list(range(6)) and ended
 
 
 # ---------------------------------------------------------------- Beam
@@ -134,7 +206,7 @@ def test_beam_writes_the_same_records_as_write_shards_and_nothing_else(shards, t
 
     directory, x, y = shards
     images_path, labels_path = save_source(x, y, tmp_path / "source")
-    files = convert_with_beam(images_path, labels_path, tmp_path / "beam", "train", num_shards=4)
+    files = convert_with_beam(images_path, labels_path, tmp_path / "beam", "train", num_shards=4, chunk=300)
     assert [f.name for f in files] == [f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
     assert sorted(p.name for p in (tmp_path / "beam").iterdir()) == [f.name for f in files]  # no temporary folder left
     assert records_digest(files) == records_digest(read_manifest(directory, "train").files(directory))
@@ -165,6 +237,9 @@ def test_a_failed_beam_conversion_leaves_no_shards(tmp_path):
     with pytest.raises(RuntimeError, match="Beam conversion failed"):
         convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2, beam_args=["--runner=NoSuchRunner"])
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+    # A chunk that is not a whole number of records is refused before any job starts.
+    with pytest.raises(ValueError, match="chunk is a whole number"):
+        convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2, chunk=0)
     # A source that is not an array is refused by name before any job starts.
     labels.write_bytes(b"not a numpy file")
     with pytest.raises(ValueError, match="labels.npy is not a .npy array"):

@@ -131,11 +131,11 @@ def test_free_disk_against_what_a_run_writes(tmp_path, monkeypatch):
 
 
 def test_platform_limits(monkeypatch):
-    # Where a memory budget cannot be held (no /proc: macOS, Windows), 05 §8 and 06 §6 skip with a sentence:
+    # Where a memory budget cannot be held (no /proc: macOS, Windows), 05 §8 skips with a sentence:
     # a note carrying that sentence, not a FAIL; a child that could not ask is a FAIL.
     windows = "A memory budget needs Linux: ... run this section in WSL 2, on Colab, or on a Linux machine."
     line = check.check_memory_budget({"unavailable": windows})
-    assert line.state == check.NOTE and "WSL 2" in line.text and "05 §8" in line.text and "06 §6" in line.text
+    assert line.state == check.NOTE and "WSL 2" in line.text and "05 §8" in line.text
     assert check.check_memory_budget({"unavailable": None}).state == check.OK
     assert check.check_memory_budget({"error": "exit code 1: boom"}).state == check.FAIL
     # Beam not installed: 06 §5 is skipped with a sentence (a note naming the install); installed but broken: FAIL.
@@ -184,13 +184,11 @@ def _pick_values(notebook: str, name: str) -> dict:
     raise AssertionError(f"{notebook} has no `{name} = pick(...)`")
 
 
-def test_the_photo_sized_writes_follow_notebooks_05_and_06():
-    """The disk check counts 05 §8's photo-sized splits (1.4 GB in quick mode, 6.8 GB in a full run) and 06 §6's,
-    which trains on the same folder: if either notebook changes its sizes, the check's figure must change too."""
+def test_the_photo_sized_writes_follow_notebook_05():
+    """The disk check counts 05 §8's photo-sized splits (1.4 GB in quick mode, 6.8 GB in a full run): if the
+    notebook changes its sizes, the check's figure must change too."""
     sizes = _pick_values("05_pipeline_profiling.ipynb", "sizes_mib")
     assert {mode: tuple(v) for mode, v in sizes.items()} == check.PHOTO_SIZED_SPLITS_MIB
-    demo = _pick_values("06_scaling_out.ipynb", "data_mib")
-    assert all(demo[mode] in check.PHOTO_SIZED_SPLITS_MIB[mode] for mode in ("quick", "full")), demo
     assert check.data_bytes(quick=True) > sum(sizes["quick"]) * 2**20
 
 

@@ -361,9 +361,9 @@ def test_the_instructors_page_says_what_runs_where_and_warns_about_the_network()
     table = text[text.index("## What runs where"):text.index("## Troubleshooting")]
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
     assert {"Linux", "macOS", "Windows", "WSL 2 (Windows)", "Colab"} <= set(rows)
-    # 05 §8 and 06 §6 skip (with a sentence) where there is no /proc: on Windows and on macOS alike.
+    # 05 §8 skips (with a sentence) where there is no /proc: on Windows and on macOS alike.
     for platform in ("Windows", "macOS"):
-        assert "05 §8 and 06 §6" in rows[platform] and "/proc" in rows[platform] and "FUSE" in rows[platform]
+        assert "05 §8" in rows[platform] and "/proc" in rows[platform] and "FUSE" in rows[platform]
     assert "WSL 2" in rows["Windows"] and "fail" not in rows["Linux"]
     troubleshooting = text[text.index("## Troubleshooting"):]
     for platform in ("**Windows**", "**macOS**", "**Colab**", "**Apache Beam will not install**"):
@@ -444,10 +444,10 @@ def test_the_day_starts_in_quick_mode_and_warns_before_notebook_06():
     second_day = text[text.index("### Day 2, morning"):].split("\n| 9:30")[0]
     assert "TUTORIAL_QUICK=1 jupyter lab" in second_day
     rows = [line for line in text.splitlines() if re.match(r"\| \d+:\d\d–", line) and "](06_scaling_out" in line]
-    assert len(rows) == 2     # the one-day demonstration and the two-day block
+    assert len(rows) == 1     # the two-day block
     assert rows and all("every network interface: see the warning below" in row for row in rows)
-    demo = next(row for row in rows if "**demonstration**" in row)
-    assert demo.startswith("| 15:")
+    demo = next(line for line in text.splitlines() if re.match(r"\| \d+:\d\d–", line) and "**demonstration**" in line)
+    assert demo.startswith("| 15:") and "](05_pipeline_profiling" in demo
     assert f"{workshop._demo_gigabytes():.1f} GB of photo-sized digits" in text
 
 

@@ -88,9 +88,9 @@ PLANS = {
                 "write block records, time the pipeline alone, the model alone and both together, measure "
                 "each tf.data technique on the page cache and a slow store, and see streaming train under a "
                 "memory budget that kills loading"),
-        Planned("Bigger than memory, demonstrated", "06", ["1", "6"], [],
+        Planned("Bigger than memory, demonstrated", "05", ["8"], [],
                 "see training stream a dataset larger than its memory budget while loading the same data is "
-                "killed", demo=True),
+                "killed, at full size", demo=True),
         Planned("Your own folder of photos", "07", ["1", "2", "3", "4"], [],
                 "measure `image_dataset_from_directory`, find and name the bad files of a folder, and convert "
                 "it to records resized once"),
@@ -114,8 +114,8 @@ PLANS = {
                 "diagnose an input-bound pipeline, measure each tf.data technique with its interval on the "
                 "page cache and a slow store, and show memory flat while streaming"),
         Planned("Scaling out", "06", ["1", "2", "3", "4", "5", "6"], [],
-                "train on several devices and processes, use the tf.data service and Beam, and train on "
-                "data larger than a memory budget"),
+                "train on several devices and processes, use the tf.data service and Beam, and keep "
+                "preprocessing between runs"),
     ], [
         Planned("The capstone", "07", "all", [],
                 "take a folder of photos from bad files to a trained classifier, and prove whether the "
@@ -156,14 +156,13 @@ PREREQUISITES = {
     ("05", "5"): [("05", "3")], ("05", "6"): [("05", "1"), ("05", "2"), ("05", "3")],
     ("05", "7"): [("05", "2")], ("05", "8"): [("04", "2")], ("05", "9"): [("05", "1")],
     ("06", "2"): [("06", "1"), ("04", "4")], ("06", "3"): [("06", "2")], ("06", "4"): [("06", "1"), ("04", "2")],
-    ("06", "5"): [("06", "1"), ("02", "3")], ("06", "6"): [("06", "1"), ("05", "8")],
-    ("06", "7"): [("06", "4")],
+    ("06", "5"): [("06", "1"), ("02", "3")], ("06", "6"): [("06", "4")],
     ("07", "2"): [("07", "1")], ("07", "3"): [("07", "1")], ("07", "4"): [("07", "3"), ("02", "3")],
     ("07", "5"): [("07", "4")], ("07", "6"): [("07", "5")], ("07", "7"): [("07", "2"), ("07", "6"), ("05", "2")],
     ("99", "2"): [("02", "2")], ("99", "3"): [("05", "1"), ("05", "2")],
 }
 # The section a plan's "bigger than memory" demonstration must hold (issue 27, item 8): one is enough.
-MEMORY_DEMONSTRATIONS = {("05", "8"), ("06", "6")}
+MEMORY_DEMONSTRATIONS = {("05", "8")}
 
 
 @dataclass(frozen=True)
@@ -579,10 +578,10 @@ def honest_time(series: list[Block]) -> list[str]:
 
 
 def _demo_gigabytes() -> float:
-    """GB of photo-sized digits a full run of 05 §8 and 06 §6 writes (from the set-up check's derived sizes)."""
+    """GB of photo-sized digits a full run of 05 §8 writes (from the set-up check's derived sizes)."""
     from helpers import check   # no TensorFlow: the check asks it in child processes
 
-    return sum(f * each for what, _, f, each in check.DATA_WRITES if what.startswith("05 §8 and 06 §6")) / 1e9
+    return sum(f * each for what, _, f, each in check.DATA_WRITES if what.startswith("05 §8")) / 1e9
 
 
 NO_RECORD = ("**No run recorded.** This page was made without a book build's record (`build/book/record.json`), so "
@@ -595,13 +594,13 @@ PLAN_NOTES = {
     "One day": "A day for people who came with their own data: the morning builds streaming from files up to a "
                "tf.data pipeline; the afternoon measures it, shows on each learner's machine (05 §8, quick mode) "
                "training streaming within a memory budget that kills loading, then shows the same at full size "
-               "(06 §6) on the projector, takes a folder of photos through conversion (07 §2 to §4), and leaves the "
+               "(05 §8 in a full run) on the projector, takes a folder of photos through conversion (07 §2 to §4), "
+               "and leaves the "
                "decision table for their own data (notebook 99, about 17 minutes) to read after the day: the "
-               "afternoon has no room for it. The demonstration runs all of notebook 06 with `TUTORIAL_QUICK=0` on "
+               "afternoon has no room for it. The demonstration runs all of notebook 05 with `TUTORIAL_QUICK=0` on "
                "the instructor's machine, which needs the real datasets (`python -m helpers.data.datasets download`, "
-               "or a kit from `python -m tools.workshop prepare`) and room for what 05 §8 and 06 §6 write in a full "
-               f"run ({_demo_gigabytes():.1f} GB of photo-sized digits); start it during the lunch break, and run it "
-               "on a private network (the warning below).",
+               "or a kit from `python -m tools.workshop prepare`) and room for what 05 §8 writes in a full "
+               f"run ({_demo_gigabytes():.1f} GB of photo-sized digits); start it during the lunch break.",
     "Two days": "Every notebook, most sections, and about half of the exercises; notebook 08 where the series has "
                 "it.",
 }
@@ -714,11 +713,11 @@ QUICK_LAB_COMMAND = "TUTORIAL_QUICK=1 jupyter lab notebooks/"
 PLATFORMS = [
     ("Linux", "every notebook and section", "the slow store only where FUSE is installed (`fuse3`)"),
     ("macOS", "every notebook; the CPU branch",
-     "skipped, each with a sentence saying why and the stored full-run figure: 05 §8 and 06 §6 (a memory budget "
+     "skipped, each with a sentence saying why and the stored full-run figure: 05 §8 (a memory budget "
      "needs Linux's /proc), the slow store in 04 §2, 05 §3 and 07 §5 (no FUSE), cold reads in 03 and 05 §9 (no "
      "`posix_fadvise`), 07 §7's pipeline pinned to one core (no `os.sched_setaffinity`)"),
     ("Windows", "every notebook; the CPU branch only",
-     "skipped as on macOS, each with its sentence: 05 §8 and 06 §6 (no /proc), the slow store (no FUSE), cold reads, "
+     "skipped as on macOS, each with its sentence: 05 §8 (no /proc), the slow store (no FUSE), cold reads, "
      "07 §7's one-core run; "
      "and no GPU (TensorFlow 2.11 and newer use one on Windows only through WSL 2). Use WSL 2 or Colab to see them"),
     ("WSL 2 (Windows)", "everything, as on Linux (it is a Linux); a GPU through WSL 2's CUDA support",
@@ -749,7 +748,7 @@ def platforms_section() -> str:
         f"{data_bytes(quick=True) / 1e9:.1f} GB in quick mode and {data_bytes(quick=False) / 1e9:.0f} GB in a full "
         "run, derived from the notebooks' sizes), the usable cores, a GPU, whether notebook 06's tf.data service "
         "can start, and three platform limits, each a note where it applies, since the notebook then skips with a "
-        "sentence: a memory budget (05 §8, 06 §6: Linux's /proc), Apache Beam (06 §5) and the slow store (FUSE). "
+        "sentence: a memory budget (05 §8: Linux's /proc), Apache Beam (06 §5) and the slow store (FUSE). "
         "Notebook 01 runs the same check in its section \"Is this machine ready for the series?\". It takes about "
         "10 to 20 s.", "",
         f"For a class taught in quick mode, as the plans above are, the command is `{QUICK_CHECK_COMMAND}` (in "
@@ -759,11 +758,11 @@ def platforms_section() -> str:
         "The series is tested on Linux (2 cores, no GPU, quick and full runs). Elsewhere, from what the code needs:",
         "", *rows, "",
         "## Troubleshooting", "",
-        "- **Windows**: 05 §8 and 06 §6 (the memory budget) and the slow store skip with a sentence each, and "
+        "- **Windows**: 05 §8 (the memory budget) and the slow store skip with a sentence each, and "
         "TensorFlow uses no GPU on native Windows. To see them, install WSL 2 (`wsl --install` in an "
         "administrator's PowerShell, then restart) and install Python and the series inside it as on Linux; or use "
         "Colab. Set quick mode in PowerShell with `$env:TUTORIAL_QUICK=1` before `jupyter lab` (untested there).",
-        "- **macOS**: the series runs on the CPU branch; 05 §8, 06 §6 and the slow store skip as on Windows. When "
+        "- **macOS**: the series runs on the CPU branch; 05 §8 and the slow store skip as on Windows. When "
         "notebook 06 starts its servers, the firewall may ask whether Python may accept incoming connections: "
         "choose Deny; the notebook reaches its servers through localhost, and Deny keeps them off the Wi-Fi. Cold "
         "reads cannot be forced (no `posix_fadvise`): those cells say so.",

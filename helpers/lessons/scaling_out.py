@@ -1,33 +1,28 @@
 # Generated from notebooks/06_scaling_out.ipynb by `python -m tools.notebooks save`: do not edit by hand.
 # Change the notebook's `#@save` cells and run that command again (a test fails while the two differ).
-"""06 · Scaling out: tf.distribute, the tf.data service, Apache Beam, and data larger than memory: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
+"""06 · Scaling out: tf.distribute, the tf.data service and Apache Beam: the code its lesson writes, saved for later notebooks, tests and benchmarks."""
 import numpy as np
 import tensorflow as tf
 import keras
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
-def file_sharded_dataset(directory, split, global_batch, workers):
-    """One worker's training batches, sharded by FILE, and the number of steps every worker can run
-    per epoch."""
-    from helpers.storage.tfrecord import read_manifest
-    from helpers.storage.tfrecord.format import parse_batch_fn
-
-    manifest = read_manifest(directory, split)
-    if len(manifest.shards) < workers:
-        raise ValueError(f"{len(manifest.shards)} shards cannot be shared by file among {workers} "
-                         f"workers: write at least one shard per worker")
+def file_sharded_dataset(files, counts, parse, global_batch, workers, buffer=10_000):
+    """One worker's training batches from TFRecord `files` (`counts[i]` records in `files[i]`),
+    sharded by FILE, and the number of steps every worker can run per epoch. `parse` turns a
+    batch of serialized records into `(images, labels)`."""
+    if len(files) < workers:
+        raise ValueError(f"{len(files)} shards cannot be shared by file among {workers} workers: "
+                         f"write at least one shard per worker")
     # The smallest share: as many whole files as every worker gets, at the smallest file's size.
-    smallest_share = min(s.records for s in manifest.shards) * (len(manifest.shards) // workers)
-    steps = smallest_share // (global_batch // workers)
-    files = tf.data.Dataset.from_tensor_slices(manifest.files(directory))
-    dataset = (files.shuffle(len(manifest.shards), seed=0)   # one seed on every worker: one order
+    steps = min(counts) * (len(files) // workers) // (global_batch // workers)
+    dataset = (tf.data.Dataset.from_tensor_slices([str(f) for f in files])
+               .shuffle(len(files), seed=0)                  # one seed on every worker: one order
                .interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=4,
                            deterministic=False)
-               .shuffle(10_000).repeat()
+               .shuffle(buffer).repeat()
                .batch(global_batch)                          # global: each worker receives its part
-               .map(parse_batch_fn(manifest.encoding, manifest.spec),
-                    num_parallel_calls=tf.data.AUTOTUNE)
+               .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
     options = tf.data.Options()   # worker i of N keeps files i, i + N, … of the list, reads those
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
@@ -35,13 +30,11 @@ def file_sharded_dataset(directory, split, global_batch, workers):
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
-def replicated_training(strategy, global_batch):
-    """The article's MLP with its variables mirrored by `strategy`, and a step that trains it on one
-    global batch."""
-    from helpers.lessons.tfdata_mnist import article_mlp
-
+def replicated_training(strategy, make_model, global_batch):
+    """A model from `make_model()` with its variables mirrored by `strategy`, and a step that
+    trains it on one global batch."""
     with strategy.scope():                 # variables created here are mirrored on every replica
-        model = article_mlp()
+        model = make_model()
         optimizer = keras.optimizers.RMSprop()
     loss_of = keras.losses.SparseCategoricalCrossentropy(reduction=None)   # one loss per sample
 
@@ -61,16 +54,16 @@ def replicated_training(strategy, global_batch):
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 3. Several machines: `MultiWorkerMirroredStrategy`
-def train_worker(directory, split, epochs, global_batch):
-    """What every worker of the cluster runs: join it (TF_CONFIG), train on its own files, return a
-    report."""
+def train_worker(files, counts, parse, make_model, epochs, global_batch):
+    """What every worker of the cluster runs: join it (TF_CONFIG), train on its own files, return
+    a report. Call it before TensorFlow runs any op: the strategy sets up collective ops first."""
     import hashlib
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()   # reads TF_CONFIG; waits for all
     workers = strategy.cluster_resolver.cluster_spec().num_tasks("worker")
-    dataset, steps = file_sharded_dataset(directory, split, global_batch, workers)
+    dataset, steps = file_sharded_dataset(files, counts, parse, global_batch, workers)
     batches = iter(strategy.experimental_distribute_dataset(dataset))   # applies the FILE policy
-    model, train_step = replicated_training(strategy, global_batch)
+    model, train_step = replicated_training(strategy, make_model, global_batch)
     epoch_losses = []
     for _ in range(epochs):
         losses = [float(train_step(next(batches))) for _ in range(steps)]
@@ -87,8 +80,8 @@ WORKER_TIMEOUT_MS = 2_000   # … and one silent for two seconds is taken as gon
 
 
 def start_dispatcher(port):
-    """Start the tf.data service's dispatcher on `port`; it serves until `.stop()` or until its
-    process ends (`.join()` waits)."""
+    """Start the tf.data service's dispatcher on `port` (0: any free one); it serves until
+    `.stop()` or until its process ends."""
     service = tf.data.experimental.service
     return service.DispatchServer(
         service.DispatcherConfig(port=port, worker_timeout_ms=WORKER_TIMEOUT_MS))
@@ -103,42 +96,40 @@ def start_worker(dispatcher, port=0):
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 5. Conversion at scale with Apache Beam
-CHUNK = 1_000   # records per unit of work: what a runner hands one worker at a time
-
-
 def encode_chunk_dofn():
-    """The Beam DoFn class that turns the start of a chunk into the chunk's records, as serialized
-    tf.train.Examples."""
+    """The Beam DoFn class that turns the start of a chunk of records into the chunk's records,
+    as serialized tf.train.Examples: raw uint8 pixels under "image", an int64 "label"."""
     import apache_beam as beam
 
     class EncodeChunk(beam.DoFn):
-        def __init__(self, images_path, labels_path):
-            self.images_path, self.labels_path = str(images_path), str(labels_path)
+        def __init__(self, images_path, labels_path, chunk):
+            self.paths, self.chunk = (str(images_path), str(labels_path)), chunk
 
-        def setup(self):   # once per DoFn instance: the encoder, and the source memory-mapped
-            from helpers.storage.tfrecord import RawExampleEncoder
+        def setup(self):   # once per DoFn instance: the source, memory-mapped
+            self.images, self.labels = (np.load(p, mmap_mode="r") for p in self.paths)
 
-            self.encode = RawExampleEncoder()
-            self.images = np.load(self.images_path, mmap_mode="r")
-            self.labels = np.load(self.labels_path, mmap_mode="r")
-
-        def process(self, start):   # records start … start + CHUNK - 1
-            for index in range(start, min(start + CHUNK, len(self.labels))):
-                yield self.encode(np.asarray(self.images[index]), int(self.labels[index]))
+        def process(self, start):   # records start … start + chunk - 1
+            for i in range(start, min(start + self.chunk, len(self.labels))):
+                yield tf.train.Example(features=tf.train.Features(feature={
+                    "image": tf.train.Feature(bytes_list=tf.train.BytesList(
+                        value=[np.ascontiguousarray(self.images[i]).tobytes()])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[int(self.labels[i])])),
+                })).SerializeToString(deterministic=True)   # the same bytes every time
 
     return EncodeChunk
 
 
 # ---------------- defined in notebooks/06_scaling_out.ipynb, section: 5. Conversion at scale with Apache Beam
-def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shards):
+def build_conversion(pipeline, images_path, labels_path, output_prefix, num_shards, chunk=1_000):
     """Add the conversion to a Beam `pipeline`: chunk starts → encoded records → `num_shards`
-    TFRecord files."""
+    TFRecord files. `chunk`: records per unit of work."""
     import apache_beam as beam
 
     total = len(np.load(labels_path, mmap_mode="r"))
-    encode_chunk = encode_chunk_dofn()(images_path, labels_path)
+    encode_chunk = encode_chunk_dofn()(images_path, labels_path, chunk)
     return (pipeline
-            | "Chunks" >> beam.Create(list(range(0, total, CHUNK)))
+            | "Chunks" >> beam.Create(list(range(0, total, chunk)))
             | "Encode" >> beam.ParDo(encode_chunk)
             | "Write" >> beam.io.WriteToTFRecord(output_prefix, file_name_suffix=".tfrecord",
                                                  num_shards=num_shards,

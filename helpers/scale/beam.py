@@ -1,7 +1,8 @@
 """Running notebook 06's Apache Beam conversion (`build_conversion`, in `helpers.lessons.scaling_out`) as a job of
 its own: saving and checking the source, and the launcher.
 
-    files = convert_with_beam(*save_source(images, labels, "data/source"), "data/beam-shards", "train", num_shards=8)
+    files = convert_with_beam(*save_source(images, labels, "data/source"), "data/beam-shards", "train", num_shards=8,
+                              chunk=1_000)   # records per unit of work
     beam_unavailable()   # None, or why not (Beam not installed) in one sentence: notebook 06 §5 then skips
 """
 from __future__ import annotations
@@ -77,14 +78,17 @@ def check_source(images_path: str | Path, labels_path: str | Path, num_classes: 
 
 def convert_with_beam(images_path: str | Path, labels_path: str | Path, directory: str | Path, split: str,
                       num_shards: int = 8, beam_args: list[str] | None = None, timeout: float = 3600,
-                      num_classes: int | None = None) -> list[Path]:
+                      num_classes: int | None = None, chunk: int = 1_000) -> list[Path]:
     """Run the conversion as a Beam job (DirectRunner unless `beam_args` say otherwise) in a process of its own
-    (in a notebook kernel Beam would load its interactive tools, which need pandas); return the shard files. Only
-    a finished job's files are renamed into place from a temporary folder: a failed run leaves no partial shard."""
+    (in a notebook kernel Beam would load its interactive tools, which need pandas), `chunk` records per unit of
+    work; return the shard files. Only a finished job's files are renamed into place from a temporary folder: a
+    failed run leaves no partial shard."""
     check_name(split, "split name")
+    if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
+        raise ValueError(f"convert_with_beam: chunk is a whole number of records, at least 1, not {chunk!r}")
     check_source(images_path, labels_path, num_classes)   # before any worker starts: bad input fails here, by name
     command = [sys.executable, "-m", "helpers.scale.beam", str(images_path), str(labels_path), str(directory),
-               split, str(num_shards), *(beam_args or ["--runner=DirectRunner"])]
+               split, str(num_shards), str(chunk), *(beam_args or ["--runner=DirectRunner"])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_environment(gpu=False))   # conversion: CPU work
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-6:])
@@ -92,7 +96,7 @@ def convert_with_beam(images_path: str | Path, labels_path: str | Path, director
     return [Path(line) for line in done.stdout.split("\n") if line.strip()]
 
 
-def _run_conversion(images_path: str, labels_path: str, directory: str, split: str, num_shards: int,
+def _run_conversion(images_path: str, labels_path: str, directory: str, split: str, num_shards: int, chunk: int,
                     beam_args: list[str]) -> list[Path]:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -105,7 +109,7 @@ def _run_conversion(images_path: str, labels_path: str, directory: str, split: s
     work = Path(tempfile.mkdtemp(prefix=f".{split}-beam-", dir=directory))
     try:
         with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
-            build_conversion(pipeline, images_path, labels_path, str(work / split), num_shards)
+            build_conversion(pipeline, images_path, labels_path, str(work / split), num_shards, chunk)
         written = sorted(work.glob(f"{split}-*-of-*.tfrecord"))
         if len(written) != num_shards:
             raise RuntimeError(f"Beam wrote {len(written)} shard files in {work}, expected {num_shards}")
@@ -119,7 +123,7 @@ def _run_conversion(images_path: str, labels_path: str, directory: str, split: s
 if __name__ == "__main__":
     exit_with_parent()
     skip_unused_imports()
-    images_arg, labels_arg, directory_arg, split_arg, shards_arg, *beam_arguments = sys.argv[1:]
+    images_arg, labels_arg, directory_arg, split_arg, shards_arg, chunk_arg, *beam_arguments = sys.argv[1:]
     for written_file in _run_conversion(images_arg, labels_arg, directory_arg, split_arg, int(shards_arg),
-                                        beam_arguments):
+                                        int(chunk_arg), beam_arguments):
         print(written_file)

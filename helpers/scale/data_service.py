@@ -1,14 +1,19 @@
 """A tf.data service on this machine: one dispatcher, in this process, and N workers, each its own process, running
-notebook 06's `start_dispatcher` / `start_worker` (`helpers.lessons.scaling_out`). On a cluster each machine runs one:
+notebook 06's `start_dispatcher` / `start_worker` (`helpers.lessons.scaling_out`); and killing one of its workers,
+as a machine that vanishes, mid-epoch or during training. On a cluster each machine runs one server:
 
     python -m helpers.scale.data_service dispatcher --port 5050
     python -m helpers.scale.data_service worker --dispatcher localhost:5050
     python -m helpers.scale.data_service worker --dispatcher -   # the address on stdin, once TF is loaded
+
+In a notebook: `cluster = DataServiceCluster(workers=3).start()`, then `cluster.stop()` (or a `with` block).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
 from helpers.setup.processes import (READY, ChildProcesses, exit_with_parent, exposure_warning, port_is_taken,
                                      skip_unused_imports)
@@ -33,6 +38,17 @@ class DataServiceCluster:
         self.dispatcher = None             # the DispatchServer, while the block runs
         self.port: int | None = None       # the dispatcher's, once it is running
         self.target: str | None = None
+        self.worker_pids: list[int] = []   # every worker started, kept after they stop (to check they are gone)
+        self._stops = "when its `with` block (this cell) ends"
+
+    def start(self) -> "DataServiceCluster":
+        """Start the servers outside a `with` block: they serve until `stop()`, or until this process ends."""
+        self._stops = "at `cluster.stop()`, or when this process ends"
+        return self.__enter__()
+
+    def stop(self) -> None:
+        """Stop every worker, then the dispatcher."""
+        self.__exit__(None, None, None)
 
     @property
     def worker_names(self) -> list[str]:
@@ -52,11 +68,12 @@ class DataServiceCluster:
             self.port = int(self.dispatcher.target.rsplit(":", 1)[1])
             self.target = f"grpc://localhost:{self.port}"
             print(exposure_warning(f"the tf.data service's dispatcher (and each of its {self.n_workers} workers, on "
-                                   f"ports of their own)", self.port))
+                                   f"ports of their own)", self.port, self._stops))
             for index in range(self.n_workers):
                 self.children.tell(f"worker-{index}", f"localhost:{self.port}")
             for index in range(self.n_workers):
                 self.children.wait_ready(f"worker-{index}", STARTUP_SECONDS)
+            self.worker_pids = [self.children.processes[name].pid for name in self.worker_names]
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -66,6 +83,54 @@ class DataServiceCluster:
         """SIGKILL one worker, as if its machine had died."""
         self.children.kill(f"worker-{index}")
 
+    def kill_busiest_worker(self, window: float = 0.2) -> int:
+        """SIGKILL the live worker that used the most CPU over `window` seconds, so it dies in the middle of a batch
+        (the first live one where there is no /proc to read); return its index."""
+        live = [int(name.split("-")[1]) for name in self.worker_names
+                if self.children.processes[name].poll() is None]
+        if not live:
+            raise RuntimeError("every worker of this tf.data service has been killed already")
+        pids = [self.children.processes[f"worker-{index}"].pid for index in live]
+        before = [cpu_ticks(pid) for pid in pids]
+        time.sleep(window)
+        used = [cpu_ticks(pid) - b for pid, b in zip(pids, before)]
+        busiest = live[used.index(max(used))]
+        self.kill_worker(busiest)
+        return busiest
+
+    def killer(self, index: int, step: int):
+        """A Keras callback that SIGKILLs worker `index` after training step `step` (counted from 0), and counts the
+        steps trained (`.steps_done`)."""
+        import keras
+
+        cluster = self
+
+        class KillWorkerAt(keras.callbacks.Callback):
+            steps_done = 0
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.steps_done = batch + 1
+                if batch == step:
+                    cluster.kill_worker(index)
+
+        return KillWorkerAt()
+
+    def leftovers(self, grace: float = 5.0) -> list[str]:
+        """What still runs after `stop()`: each worker process not yet gone (waited for up to `grace` seconds; Linux
+        only, read from /proc) and the dispatcher's port if something still accepts connections on it. [] when
+        everything stopped."""
+        import socket
+
+        deadline = time.monotonic() + grace
+        while (running := [pid for pid in self.worker_pids if _running(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [f"worker process {pid}" for pid in running]
+        if self.port is not None:
+            with socket.socket() as probe:   # connecting fails where nothing listens
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    left.append(f"a server on the dispatcher's port {self.port}")
+        return left
+
     def __exit__(self, *exc) -> None:
         try:
             self.children.__exit__(*exc)
@@ -73,6 +138,23 @@ class DataServiceCluster:
             if self.dispatcher is not None:
                 self.dispatcher.stop()
                 self.dispatcher = None
+
+
+def cpu_ticks(pid: int) -> int:
+    """The CPU time a process has used, in clock ticks (Linux: /proc/PID/stat), or 0 where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])   # utime + stime
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs (exists and is not a zombie); False where there is no /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _serve(role: str, port: int, dispatcher: str | None) -> None:

@@ -1,6 +1,9 @@
 """Launching notebook 06's `MultiWorkerMirroredStrategy` workers on localhost: each is
-`python -m helpers.scale.multi_worker DIR SPLIT EPOCHS BATCH` with its own `TF_CONFIG`, runs `train_worker`
-(`helpers.lessons.scaling_out`) and prints its report as one line of JSON.
+`python -m helpers.scale.multi_worker DIR SPLIT EPOCHS BATCH` with its own `TF_CONFIG`; it runs `train_worker`
+(`helpers.lessons.scaling_out`) on the split's files, with the manifest's parser and notebook 04's MLP, and
+prints its report as one line of JSON. `train_on_workers` checks the shards (`readable_shards`) before it starts
+any worker; a worker reads only the manifest before `train_worker` runs, since the strategy must be made before
+TensorFlow runs its first op.
 """
 from __future__ import annotations
 
@@ -47,7 +50,11 @@ def train_on_workers(directory: str | Path, split: str, workers: int = 2, epochs
     """Start `workers` processes (on free ports, saying what they expose) that run `train_worker` together, and
     return their reports. A failed worker raises with its last lines of output; every worker is stopped before
     this returns or raises. Every worker's `TF_CONFIG` names every port, so ports are chosen before any worker
-    binds one: when another process takes one in between, the cluster is started again on new ports."""
+    binds one: when another process takes one in between, the cluster is started again on new ports. A missing,
+    truncated or mis-described shard is a `ShardError` naming the file, raised before any worker starts."""
+    from helpers.storage.tfrecord import readable_shards
+
+    readable_shards(directory, split)
     for attempt in range(1, BIND_ATTEMPTS + 1):
         addresses = [f"localhost:{free_port()}" for _ in range(workers)]
         print(exposure_warning(f"the cluster of {workers} training workers",
@@ -120,6 +127,13 @@ if __name__ == "__main__":
     exit_with_parent()
     skip_unused_imports()
     from helpers.lessons.scaling_out import train_worker   # the program notebook 06 writes
+    from helpers.lessons.tfdata_mnist import article_mlp
+    from helpers.storage.tfrecord import parse_batch_fn, read_manifest
 
     directory_arg, split_arg, epochs_arg, batch_arg = sys.argv[1:5]
-    print(json.dumps(train_worker(directory_arg, split_arg, int(epochs_arg), int(batch_arg))))
+    # The manifest only (JSON, no TensorFlow op): the shards were checked by train_on_workers, and
+    # train_worker's strategy must be made before TensorFlow runs its first op.
+    manifest = read_manifest(directory_arg, split_arg)
+    parse = parse_batch_fn(manifest.encoding, manifest.spec, f"split {split_arg!r} of {directory_arg}")
+    print(json.dumps(train_worker(manifest.files(directory_arg), [s.records for s in manifest.shards], parse,
+                                  article_mlp, int(epochs_arg), int(batch_arg))))
