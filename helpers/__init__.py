@@ -36,7 +36,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/model_charts.py     a classifier's mistakes drawn: predicted test images, confusion matrix  04
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
-    measure/photo_charts.py     notebook 07's pictures: a photo folder, training curves, guesses     07
+    measure/photo_charts.py     notebook 07's pictures: a photo folder, test photos and their guesses  07
     measure/model_cost.py       a model's multiply-adds, and a GPU's appetite carried over by them   07
     measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     -
     measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02 04

@@ -60,6 +60,7 @@ def test_a_resume_writes_only_the_missing_shard_and_a_timing_leaves_no_folder(tm
     before = set(Path("/tmp").glob("conversion-timing-*"))   # tempfile's folder here (TMPDIR is not set)
     rate = processes.records_per_second(paths, labels, "original", using=1, num_shards=2, image_shape=(16, 16, 3))
     assert rate > 0 and set(Path("/tmp").glob("conversion-timing-*")) == before
+    assert len(processes.cores_used["original", 1]) == 1 and 0 < processes.cores_used["original", 1][0] < 1.5
 
 
 def test_bad_arguments_are_refused_by_name_before_a_process_is_asked(tmp_path, photos, processes):

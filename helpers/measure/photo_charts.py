@@ -1,10 +1,9 @@
-"""The pictures of notebook 07: a photo folder at a glance, the classifier's training curves beside the baseline's,
-and test photos with the class it guessed. Each draws one figure (and prints a line) and shows it.
+"""The pictures of notebook 07: a photo folder at a glance, and test photos with the class a classifier guessed.
+Each draws one figure, prints a line and shows it.
 
 Introduced in notebooks/07_capstone_photos.ipynb, which calls each in one line.
 
     show_photo_folder(folder, classes)
-    training_curves(history, baseline_history)
     test_guesses(model, test_ds, classes)
 """
 from __future__ import annotations
@@ -42,25 +41,6 @@ def show_photo_folder(folder: str | Path, classes: list[str]) -> None:
     print(f"{len(paths):,} files: {sizes.min()}–{sizes.max()} pixels a side, "
           f"{np.median(sizes[:, 0] * sizes[:, 1]) / 1e3:.0f} thousand pixels and {np.median(kilobytes):.0f} kB in "
           f"the median file, {kilobytes.sum() / 1e3:.1f} MB in all")
-
-
-def training_curves(history, baseline_history) -> None:
-    """Loss and accuracy by epoch, training and validation, with the baseline run's validation curve beside."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
-    for ax, metric in zip(axes, ("loss", "accuracy")):
-        for logs, key, style, label in ((history.history, metric, "o-", "training"),
-                                        (history.history, f"val_{metric}", "s-", "validation"),
-                                        (baseline_history.history, f"val_{metric}", "x:",
-                                         "validation, baseline run (its own split, no augmentation)")):
-            ax.plot(np.arange(1, len(logs[key]) + 1), logs[key], style, label=label)
-        ax.set(xlabel="epoch", ylabel=metric)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8)
-    fig.suptitle("The photo classifier trained from resized-once records")
-    plt.show()
 
 
 def test_guesses(model, dataset, classes: list[str], per_class: int = 2) -> dict[str, float]:

@@ -21,7 +21,9 @@ Every label is checked (`helpers.storage.labels`) before the first byte is writt
         processes.convert(paths, labels, "data/photos-records", "train", 8, image_shape=(96, 96, 3))
 
 `records_per_second(paths, labels, kind, using=k)` converts again into a scratch folder, which it removes, with k of
-the processes: a rate past the processes' start-up, by which one process and several compare.
+the processes: a rate past the processes' start-up, by which one process and several compare. `cores_used[kind, k]`
+keeps, call by call, the CPU seconds the k processes spent per second of that conversion: several processes can only
+be faster where the machine gives them the cores (a busy shared machine may not).
 
 Introduced in notebooks/07_capstone_photos.ipynb.
 """
@@ -68,6 +70,8 @@ class ConversionProcesses:
         count = processes or os.cpu_count() or 1
         self._begun = time.perf_counter()
         self.start_up: float | None = None   # seconds until every process was ready
+        self.cores_used: dict[tuple[str, int], list[float]] = {}   # CPU seconds per second, timing by timing
+        self._cpu = 0.0   # the CPU seconds of the last conversion, summed over its processes
         self._children = [subprocess.Popen(
             [sys.executable, "-m", "helpers.storage.parallel_conversion", json.dumps(self.makers)], text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_environment(gpu=False))
@@ -129,13 +133,16 @@ class ConversionProcesses:
         for index in asked:   # every process starts before any is waited for
             self._children[index].stdin.write(json.dumps({**job, "shards": shards[index::using]}) + "\n")
             self._children[index].stdin.flush()
-        seconds, failures = dict.fromkeys(kinds, 0.0), []
+        seconds, failures, self._cpu = dict.fromkeys(kinds, 0.0), [], 0.0
         for index in asked:   # every answer read, so that none is left for the next call
             try:
-                for kind, spent in self._answer(index)["seconds"].items():
-                    seconds[kind] += spent
+                answer = self._answer(index)
             except RuntimeError as failure:
                 failures.append(failure)
+                continue
+            for kind, spent in answer["seconds"].items():
+                seconds[kind] += spent
+            self._cpu += answer["cpu"]
         if failures:
             raise failures[0]
         return seconds
@@ -149,7 +156,9 @@ class ConversionProcesses:
             started = time.perf_counter()
             self.convert(paths, labels, scratch, "timing", num_shards, image_shape=image_shape, kinds=[kind],
                          using=using)
-            return len(paths) / (time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.cores_used.setdefault((kind, using), []).append(self._cpu / seconds)
+            return len(paths) / seconds
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -182,7 +191,7 @@ def _convert(job: dict, makers: dict) -> dict:
     from helpers.storage.tfrecord.write import shard_range
 
     paths, labels, spec = job["paths"], job["labels"], FeatureSpec(tuple(job["image_shape"]), "uint8")
-    seconds = dict.fromkeys(job["kinds"], 0.0)
+    seconds, cpu = dict.fromkeys(job["kinds"], 0.0), time.process_time()
     for index in job["shards"]:
         positions = shard_range(len(paths), job["num_shards"], index)   # every process cuts the split alike
         for kind in job["kinds"]:
@@ -192,7 +201,7 @@ def _convert(job: dict, makers: dict) -> dict:
                          job["split"], job["num_shards"], total=len(paths), shards=[index], encoding="serialized",
                          spec=spec, fingerprint=job["fingerprint"], progress=False)
             seconds[kind] += time.perf_counter() - started
-    return {"seconds": seconds}
+    return {"seconds": seconds, "cpu": time.process_time() - cpu}
 
 
 def _serve(makers: dict) -> None:
