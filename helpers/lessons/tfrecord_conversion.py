@@ -27,7 +27,8 @@ def write_tfrecords(images, labels, folder, split, num_shards):
         path = os.path.join(folder, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
         with tf.io.TFRecordWriter(path + ".partial") as writer:
             for i in part:
-                writer.write(image_example(images[i], labels[i]).SerializeToString())
+                example = image_example(images[i], labels[i])
+                writer.write(example.SerializeToString(deterministic=True))
         os.replace(path + ".partial", path)
         paths.append(path)
     return paths

@@ -18,4 +18,6 @@ with tempfile.TemporaryDirectory() as folder:
     files = write_tfrecords(colour, labels[:5], folder, "rgb", num_shards=2)
     (got, got_labels), = read_tfrecords(files, batch_size=8, shape=(2, 2, 3)).as_numpy_iterator()
     assert np.array_equal(got, colour) and np.array_equal(got_labels, labels[:5])
+    again = write_tfrecords(colour, labels[:5], os.path.join(folder, "again"), "rgb", num_shards=2)
+    assert [open(a, "rb").read() for a in again] == [open(f, "rb").read() for f in files]   # same bytes
 print("02: write_tfrecords and read_tfrecords round-trip images and labels")
