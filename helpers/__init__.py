@@ -25,7 +25,6 @@ Where each part lives (folder/module · its one job · the notebooks that import
                                 batch reads, one call per shard
     storage/png_folder.py       folders of PNG files with a label file                               03
     storage/photo_scan.py       every file of a photo folder looked at: what it is, whether usable   07
-    storage/parallel_conversion.py  photos converted to record shards by several processes at once   07
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 05 08
     measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 08
@@ -39,7 +38,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/photo_charts.py     notebook 07's pictures: a photo folder, test photos and their guesses  07
     measure/model_cost.py       a model's multiply-adds, and a GPU's appetite carried over by them   07
     measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     -
-    measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02 04
+    measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02 04 07
     measure/threads.py          the GIL measured: one thread against two, and the cores kept busy    01
     measure/tfrecord_encodings.py  TFRecord encodings' bytes, write and read times; the article's   02
                                 writer against write_shards
@@ -48,6 +47,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
                                 a worker killed
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
+    scale/parallel_conversion.py  photos converted to record shards by several processes at once    07
     scale/slow_store.py         a folder served read-only through FUSE with a remote store's waits  04 05 07
     diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
     scale/killed_run.py         training runs killed by SIGKILL mid-epoch, threads of a child        08

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from helpers.storage import photo_scan
-from helpers.storage.parallel_conversion import ConversionProcesses
+from helpers.scale.parallel_conversion import ConversionProcesses
 from helpers.storage.photo_scan import inspect_photo, jpeg_end
 from helpers.lessons.pipeline_profiling import write_blocks
 from helpers.scale.beam import save_source

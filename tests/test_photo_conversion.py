@@ -1,4 +1,4 @@
-"""Notebook 07's conversion in several processes (helpers.storage.parallel_conversion) and its scan of a photo folder
+"""Notebook 07's conversion in several processes (helpers.scale.parallel_conversion) and its scan of a photo folder
 (helpers.storage.photo_scan): the shards of one split written by two processes at once, the same records as the
 lesson's record makers give in this process, a resume that rewrites only what is missing, a scratch folder that is
 removed, and errors that name what went wrong."""
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from helpers.data.photos import make_photo_folder, plant_bad_files
 from helpers.lessons.capstone_photos import original_record, read_photos, resized_record
-from helpers.storage.parallel_conversion import ConversionProcesses, files_fingerprint
+from helpers.scale.parallel_conversion import ConversionProcesses, files_fingerprint
 from helpers.storage.photo_scan import scan_photos
 from helpers.storage.tfrecord import read_manifest, verify_shards
 

@@ -14,7 +14,8 @@ all of them. Each process writes with notebook 02's `write_shards(..., shards=[i
 
 A record maker is named, never passed as code: "helpers.<module>:<function>" and JSON keyword arguments (the rule of
 `helpers.measure.peak_memory`), called as `function(path, label, **kwargs)`; it returns the record's serialized bytes.
-Every label is checked (`helpers.storage.labels`) before the first byte is written.
+Every label is checked (`helpers.storage.labels`) before the first byte is written. (This module launches lesson code
+in processes, so it lives with the other launchers in helpers/scale, above the lessons.)
 
     makers = {"resized": ("helpers.lessons.capstone_photos:resized_record", {"size": 96})}
     with ConversionProcesses(makers, processes=2) as processes:
@@ -73,7 +74,7 @@ class ConversionProcesses:
         self.cores_used: dict[tuple[str, int], list[float]] = {}   # CPU seconds per second, timing by timing
         self._cpu = 0.0   # the CPU seconds of the last conversion, summed over its processes
         self._children = [subprocess.Popen(
-            [sys.executable, "-m", "helpers.storage.parallel_conversion", json.dumps(self.makers)], text=True,
+            [sys.executable, "-m", "helpers.scale.parallel_conversion", json.dumps(self.makers)], text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_environment(gpu=False))
             for _ in range(count)]
         self._errors = [deque(maxlen=30) for _ in self._children]
