@@ -290,19 +290,15 @@ def _operations(source: str, *, open_latency: float, read_latency: float, bandwi
 def _stop_when_parent_dies(mountpoint: str) -> None:
     """In the server started by `mounted_slow_store`: when the process that started it dies, leave the FUSE loop,
     so that `serve` unmounts and removes the mount point (`helpers.setup.processes.exit_with_parent` would `_exit`
-    at once and leave them behind). The parent comes from `BTM_PARENT` (see there). Linux sends SIGTERM, which
-    libfuse answers by leaving its loop. A watcher thread makes sure: it unmounts from outside (which ends the loop
-    too, even where the signal woke none of libfuse's threads), removes the empty mount point and ends the server
-    (a second SIGTERM could instead kill it between the loop's end and its clean-up)."""
-    pid, _, thread = os.environ.get(PARENT_ENV, "").partition(":")
+    at once and leave them behind). The parent comes from `BTM_PARENT` (see there). A watcher thread notices
+    (within 0.2 s), unmounts from outside, which ends libfuse's loop, removes the empty mount point and ends the
+    server. No parent-death signal: Linux sends it again each time a dying parent's threads hand the server on to
+    another of its threads, and after the first has ended libfuse's loop, libfuse puts back the default action,
+    so the next would kill the server before its clean-up."""
+    pid, _, _ = os.environ.get(PARENT_ENV, "").partition(":")
     if not pid.isdigit():
         return   # started by hand: Ctrl-C stops it
     parent = int(pid)
-    if thread == "main":
-        with contextlib.suppress(OSError, AttributeError):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG = 1
 
     def watch():
         while os.getppid() == parent:
