@@ -32,8 +32,10 @@ in CPU decides how fast a pipeline can read):
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +56,7 @@ from helpers.storage.blocks import open_block_split
 from helpers.storage.tfrecord.read import exact_length
 
 GOAL = "≥ 0.90"
+REPLY = "COLD-READ "   # the prefix of the measuring child's one line of JSON
 MLP_SHAPE, AE_SHAPE = (28, 28), (32, 32, 3)
 MLP_BATCH, AE_BATCH = 1024, 256
 FILE_MIB = 64          # about this many MiB per file of block records
@@ -145,6 +148,17 @@ class ColdSides:
         """The median CPU seconds the side spent per GB read, from the first round kept (the warm-up's left out)."""
         return float(np.median(self.cpu[side][1:] or self.cpu[side]))
 
+    def to_json(self) -> dict:
+        return {"values": self.rounds.values, "left_cached": self.left_cached, "cpu": self.cpu,
+                "epochs": {side: [[e.samples, e.seconds, e.start_up] for e in epochs]
+                           for side, epochs in self.epochs.items()}}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "ColdSides":
+        return cls(Rounds(list(doc["values"]), doc["values"]),
+                   {side: [Epoch(*e) for e in epochs] for side, epochs in doc["epochs"].items()},
+                   doc["left_cached"], doc["cpu"])
+
 
 def cold_alternation(files: list[Path], pipelines: dict[str, Callable[[], tf.data.Dataset]], bytes_per_sample: float,
                      rounds: int, cached: tuple[str, ...] = ()) -> ColdSides:
@@ -192,17 +206,14 @@ def cold_alternation(files: list[Path], pipelines: dict[str, Callable[[], tf.dat
     return measured
 
 
-def run(quick: bool) -> list[Result]:
-    if not can_drop_page_cache():
-        print(f"cold reads need posix_fadvise, which {sys.platform} does not have (Linux does): skipped",
-              file=sys.stderr)
-        return []
+def measure(quick: bool) -> list[dict]:
+    """Both datasets' alternations, as JSON-ready documents (`cold_results` reads them)."""
     # About 1 GB a dataset in a full run: read at a few hundred MB/s to a few GB/s, each epoch's start-up (tens of
     # milliseconds) is a few per cent of it.
     n_mlp, n_ae, rounds = (64_000, 16_000, 1) if quick else (1_300_000, 330_000, 6)
     workdir = Path(tempfile.mkdtemp(prefix="bench-cold-read-"))
     try:
-        results = []
+        docs = []
         for model, shape, n, batch_size, seed in (("mlp", MLP_SHAPE, n_mlp, MLP_BATCH, 1),
                                                   ("ae", AE_SHAPE, n_ae, AE_BATCH, 2)):
             directory = workdir / model
@@ -213,15 +224,39 @@ def run(quick: bool) -> list[Result]:
                 "pipeline": lambda: read_from_disk(directory, "train", batch_size, shuffle=True, mix_blocks=mix),
                 "lesson": lambda: read_blocks(directory, "train", batch_size, shuffle=True, mix_blocks=mix),
             }, file_bytes / n, rounds)
-            results += cold_results(model, measured, n, len(files), file_bytes, batch_size)
+            docs.append({"model": model, "n": n, "n_files": len(files), "file_bytes": file_bytes,
+                         "batch_size": batch_size, **measured.to_json()})
             shutil.rmtree(directory)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return results
+    return docs
 
 
-def cold_results(model: str, measured: ColdSides, n: int, n_files: int, file_bytes: int,
-                 batch_size: int) -> list[Result]:
+def run(quick: bool) -> list[Result]:
+    """The measurement runs in a fresh Python process: earlier modules of a run change this one in ways that change
+    what a pipeline's bytes cost (a `from_generator` dataset, as Keras makes for a `PyDataset`, sets glibc's trim
+    threshold for the whole process, TensorFlow's "memory patch", and with it every tensor of a block or more was
+    a fresh mapping of zeroed pages: 1.05 against 0.77-0.81 CPU s/GB for the same pipeline reading from the page
+    cache, measured here)."""
+    if not can_drop_page_cache():
+        print(f"cold reads need posix_fadvise, which {sys.platform} does not have (Linux does): skipped",
+              file=sys.stderr)
+        return []
+    from helpers.setup.processes import child_environment
+
+    command = [sys.executable, "-m", "benchmarks.bench_cold_read", "--child", "quick" if quick else "full"]
+    out = subprocess.run(command, cwd=Path(__file__).resolve().parent.parent, env=child_environment(gpu=False),
+                         capture_output=True, text=True, timeout=1800)
+    replies = [line[len(REPLY):] for line in out.stdout.splitlines() if line.startswith(REPLY)]
+    if out.returncode != 0 or not replies:
+        raise RuntimeError(f"the cold-read child failed (exit {out.returncode}): {out.stderr.strip()[-2000:]}")
+    return [result for doc in json.loads(replies[-1]) for result in cold_results(doc)]
+
+
+def cold_results(doc: dict) -> list[Result]:
+    """The keys of one dataset's alternation (a document of `measure`)."""
+    model, n, n_files, file_bytes, batch_size = (doc[k] for k in ("model", "n", "n_files", "file_bytes", "batch_size"))
+    measured = ColdSides.from_json(doc)
     names = {"mlp": ("the MLP's", "MNIST-shaped", "mnist_mlp"), "ae": ("the autoencoder's", "CIFAR-shaped",
                                                                       "cifar_autoencoder")}
     whose, shaped, reference = names[model]
@@ -253,3 +288,11 @@ def cold_results(model: str, measured: ColdSides, n: int, n_files: int, file_byt
                f"{pipeline_rate.median:,.0f} samples/s; the H200 trains {gpu:,} samples/s = {gpu * per_sample / 1e6:,.0f}"
                f" MB/s at {per_sample:,.0f} bytes a sample in these files", pipeline_rate.scaled(1 / gpu)),
     ]
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    from helpers.setup.processes import exit_with_parent, skip_unused_imports
+
+    exit_with_parent()
+    skip_unused_imports()
+    print(REPLY + json.dumps(measure(quick=sys.argv[2:3] == ["quick"])), flush=True)
