@@ -100,8 +100,9 @@ def run(quick: bool) -> list[Result]:
             raw = measured.mb_per_s("raw")
             for name in steps:
                 results.append(Result(
-                    f"cold_step_{name}", f"cold read: {name.replace('_', ' ')} / raw read, {len(files)} files of "
-                    f"about {file_mib} MiB", "-",
+                    f"cold_step_{name}", f"{name.replace('_', ' ')}: MB/s / the raw cold read's, {len(files)} files "
+                    f"of about {file_mib} MiB" + (" (this side reads the page cache)" if "page_cache" in name else ""),
+                    "-",
                     f"{measured.mb_per_s(name):,.0f} vs raw {raw:,.0f} MB/s (medians over {rounds} rounds); "
                     f"{measured.cpu_per_gb(name):.2f} CPU s/GB (raw {measured.cpu_per_gb('raw'):.2f}); start-up "
                     f"{sorted(e.start_up for e in measured.epochs[name])[len(measured.epochs[name]) // 2] * 1e3:.0f} ms",
