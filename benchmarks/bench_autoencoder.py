@@ -26,10 +26,10 @@ Keys (training throughput, disk / memory, batch 100):
   the 95 % interval holding 1)
 - tfrecord_cold_vs_memory_ae: raw uint8 TFRecord shards, dropped from the page cache before every epoch
 - memmap_vs_memory_ae: `PyDataset` over a memory-mapped uint8 .npy file
-- pydataset_png_vs_memory_ae: a plain `PyDataset` reading PNG files with PIL, one worker (shows what decoding costs)
+- pydataset_png_vs_memory_ae: a plain `PyDataset` decoding PNG files, one worker (shows what decoding costs)
 - cold_read_slowdown: reading the TFRecord shards just after dropping them from the page cache / reading them
-  cached, the drop itself not timed: its interval's lower bound above `REACHED_DISK` (notebook 03,
-  `helpers.lessons.pydataset_autoencoder`) shows the cold rows really read the disk here
+  cached, the drop itself not timed: its interval's lower bound above `REACHED_DISK`
+  (`helpers.measure.cold_read`) shows the cold rows really read the disk here
 
 Keys (GPU headroom: the pipeline alone, no model, every batch decoded and ready as `fit` gets it,
 divided by the model's in-memory training throughput on this machine, batch 32):
@@ -61,12 +61,13 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.run import Result
-from helpers.lessons.pydataset_autoencoder import (ArrayImageBatches, PngFolderBatches, article_autoencoder,
-                                                   export_packed_uint8, tf_dataset_from_png_folder)
+from helpers.lessons.pydataset_autoencoder import (ArrayImageBatches, PngBatches, article_autoencoder,
+                                                   tf_dataset_from_pngs)
 from helpers.measure.gpu_reference import gpu_appetite
 from helpers.measure import Epoch, Samples, alternate, fit_epoch, pipeline_epoch
-from helpers.lessons.pydataset_autoencoder import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
-from helpers.storage.png_folder import export_png_folder
+from helpers.measure.cold_read import REACHED_DISK, cold_read_slowdown, drop_from_page_cache
+from helpers.storage.packed_images import export_packed_uint8
+from helpers.storage.png_folder import check_png_folder, export_png_folder
 from helpers.data.standins import make_cifar_like
 from helpers.storage.tfrecord import read_split
 from helpers.storage.tfrecord import write_shards
@@ -110,7 +111,7 @@ def run(quick: bool) -> list[Result]:
     x, y = make_cifar_like(n, seed=0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-autoencoder-"))
     try:
-        png_dir = export_png_folder(x, y, workdir / "train", "tr", progress=False)
+        png_paths, _ = check_png_folder(export_png_folder(x, y, workdir / "train", "tr", progress=False), "tr")
         packed = np.load(export_packed_uint8(x, workdir / "train.npy"), mmap_mode="r")
         manifest = write_shards(zip(x, y[:, 0]), workdir / "tfrecord", "train", 8, total=n, progress=False)
         shard_files = manifest.files(workdir / "tfrecord")
@@ -133,14 +134,14 @@ def run(quick: bool) -> list[Result]:
             "blocks": fit(BATCH_SIZE, lambda: recommended(workdir / "blocks", BATCH_SIZE)),
             "tfrecord_cold": fit(BATCH_SIZE, lambda: tfrecord_cold(BATCH_SIZE)),
             "memmap": fit(BATCH_SIZE, lambda: ArrayImageBatches(packed, BATCH_SIZE)),
-            "pydataset_png": fit(BATCH_SIZE, lambda: PngFolderBatches(png_dir, "tr", BATCH_SIZE)),
+            "pydataset_png": fit(BATCH_SIZE, lambda: PngBatches(png_paths, BATCH_SIZE)),
         }, rounds=rounds, warmup=1)
         headroom = alternate({
             "memory": fit(HEADROOM_BATCH_SIZE, lambda: x_float, y=x_float),
             "blocks": lambda: pipeline_epoch(recommended(workdir / "blocks", HEADROOM_BATCH_SIZE)),
             "memmap": lambda: pipeline_epoch(ArrayImageBatches(packed, HEADROOM_BATCH_SIZE)),
-            "tfdata_png": lambda: pipeline_epoch(tf_dataset_from_png_folder(png_dir, "tr", HEADROOM_BATCH_SIZE)),
-            "pydataset_png": lambda: pipeline_epoch(PngFolderBatches(png_dir, "tr", HEADROOM_BATCH_SIZE)),
+            "tfdata_png": lambda: pipeline_epoch(tf_dataset_from_pngs(png_paths, HEADROOM_BATCH_SIZE)),
+            "pydataset_png": lambda: pipeline_epoch(PngBatches(png_paths, HEADROOM_BATCH_SIZE)),
         }, rounds=rounds, warmup=1)
         cold = cold_read_slowdown(shard_files, rounds=max(rounds, 6))
         many = np.arange(n_gpu) % n
@@ -179,7 +180,7 @@ def run(quick: bool) -> list[Result]:
                         "raw uint8 TFRecord shards, dropped from the page cache before every epoch (cold reads) / memory"),
         training_result("memmap_vs_memory_ae", "memmap", "PyDataset over a memory-mapped uint8 .npy file / memory, page-cached"),
         training_result("pydataset_png_vs_memory_ae", "pydataset_png",
-                        "plain PyDataset over PNG files (PIL, 1 worker) / memory, page-cached"),
+                        "plain PyDataset over PNG files (decode_png, 1 worker) / memory, page-cached"),
         Result("cold_read_slowdown", "reading the TFRecord shards after dropping them from the page cache / cached (the drop "
                "not timed)", f"> {REACHED_DISK}",
                f"cold {cold.cold.median * 1e3:.1f} ms, cached {cold.cached.median * 1e3:.1f} ms for "

@@ -2,9 +2,9 @@
 
 Where each part lives (folder/module · its one job · the notebooks that import it; a test keeps this map true):
 
-    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      03 04 05 06 07 08 99
+    lessons/                    generated from the notebooks' `#@save` cells: never edit by hand      04 05 06 07 08 99
       tfrecord_conversion.py    the record format, `write_tfrecords`, `parse_batch`, `read_tfrecords` (02)
-      pydataset_autoencoder.py  PyDatasets, the autoencoder, the tf.data PNG pipeline, cold reads (03)
+      pydataset_autoencoder.py  PyDatasets over arrays and PNG files, the autoencoder, tf.data PNGs (03)
       tfdata_mnist.py           the training pipeline over plain file lists, cached, the article's MLP (04)
       pipeline_profiling.py     block records, the article's pipeline, the method (`diagnose`), timelines (05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
@@ -17,18 +17,19 @@ Where each part lives (folder/module · its one job · the notebooks that import
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08 99
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
-    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      03
+    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      -
     storage/labels.py           the one check of class labels: every writer, every label file read   -
-    storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 03 04 05 06 07
+    storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
     storage/array_record.py     ArrayRecord shards for Grain: atomic, resumable, with a manifest;    08
                                 batch reads, one call per shard
     storage/png_folder.py       folders of PNG files with a label file                               03
+    storage/packed_images.py    images as raw uint8 in one .npy file, for a memory map               03
     storage/photo_scan.py       every file of a photo folder looked at: what it is, whether usable   07
     measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
-    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  03 05 08
-    measure/full_run.py         the maintainers' last full benchmark run, read by key               03 05 08
-    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 04 06 99
+    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  05 08
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               05 08
+    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 03 04 06 99
                                 appetite, dot plot, table
     measure/figures_by_row.py   the stored full run's figures behind a table of choices, by row      99
     measure/padding.py          how much of a batch of token sequences is padding, counted           99
@@ -37,9 +38,10 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     measure/photo_charts.py     notebook 07's pictures: a photo folder, test photos and their guesses  07
     measure/model_cost.py       a model's multiply-adds, and a GPU's appetite carried over by them   07
-    measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     -
+    measure/cold_read.py        dropping files from the page cache, raw reads from the disk, RAM     05
     measure/plots.py            charts of 01 and 02: peak memory, images, training curves, labels    01 02 04 07
     measure/threads.py          the GIL measured: one thread against two, and the cores kept busy    01
+    measure/input_alone.py      the input alone as `fit` takes it (an idle model), the model alone   03
     measure/tfrecord_encodings.py  TFRecord encodings' bytes, write and read times; the article's   02
                                 writer against write_shards
     measure/arrivals.py         which records arrived, how often: through a service, into `fit`     06

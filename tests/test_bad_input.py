@@ -25,7 +25,7 @@ import pytest
 from PIL import Image
 
 from helpers.data import datasets
-from helpers.lessons.pydataset_autoencoder import PngFolderBatches, tf_dataset_from_png_folder
+from helpers.lessons.pydataset_autoencoder import read_png, tf_dataset_from_pngs
 from helpers.storage import png_folder as P
 from helpers.storage import tfrecord as T
 from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
@@ -218,21 +218,21 @@ def case_tf_png_pipeline_truncated_file(tmp_path):
     png_folder(tmp_path)
     bad = tmp_path / "tr_00002.png"
     bad.write_bytes(bad.read_bytes()[:100])
-    return lambda: list(tf_dataset_from_png_folder(tmp_path, "tr", 2, shuffle=False)), bad
+    return lambda: list(tf_dataset_from_pngs(P.check_png_folder(tmp_path, "tr")[0], 2, shuffle=False)), bad
 
 
 def case_tf_png_pipeline_not_a_png(tmp_path):
     png_folder(tmp_path)
     bad = tmp_path / "tr_00004.png"
     Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(bad, format="JPEG")
-    return lambda: list(tf_dataset_from_png_folder(tmp_path, "tr", 2, shuffle=False)), bad
+    return lambda: list(tf_dataset_from_pngs(P.check_png_folder(tmp_path, "tr")[0], 2, shuffle=False)), bad
 
 
 def case_tf_png_pipeline_wrong_size(tmp_path):
     png_folder(tmp_path)
     bad = tmp_path / "tr_00001.png"
     Image.fromarray(np.zeros((28, 28, 3), np.uint8)).save(bad)
-    return lambda: list(tf_dataset_from_png_folder(tmp_path, "tr", 2, shuffle=False)), bad
+    return lambda: list(tf_dataset_from_pngs(P.check_png_folder(tmp_path, "tr")[0], 2, shuffle=False)), bad
 
 
 def case_fifo_as_png(tmp_path):
@@ -553,13 +553,17 @@ def test_a_reader_fails_instead_of_misaligning_batches_when_the_spec_is_wrong(tm
 # ---------------------------------------------------------------- 7: no hangs, nothing left behind, read-only
 
 
-def test_a_fifo_among_the_pngs_does_not_hang_the_export_or_skip_bad_files(tmp_path):
+def test_a_fifo_among_the_pngs_does_not_hang_the_check_the_skipping_or_the_export(tmp_path):
     images, labels = png_folder(tmp_path)
     (tmp_path / "tr_00001.png").unlink()
     os.mkfifo(tmp_path / "tr_00001.png")
-    with pytest.warns(UserWarning, match="tr_00001.png is not a regular file"):
-        batches = finishes_within(30, lambda: PngFolderBatches(tmp_path, "tr", 2, skip_bad_files=True))
-    assert len(batches.paths) == 5
+    # Any reader would wait forever on the FIFO: the check before reading refuses it, naming it.
+    with pytest.raises(PngFolderError, match="tr_00001.png is a FIFO"):
+        finishes_within(30, lambda: P.check_png_folder(tmp_path, "tr"))
+    paths = [tmp_path / P.image_name("tr", i) for i in range(len(labels))]
+    with pytest.warns(UserWarning, match="tr_00001.png is a FIFO"):
+        kept, _, _ = finishes_within(30, lambda: P.without_bad_files(paths, labels, read_png))
+    assert len(kept) == 5
     finishes_within(30, lambda: P.export_png_folder(images, labels, tmp_path, "tr", progress=False))
     assert np.array_equal(P.load_png(tmp_path / "tr_00001.png"), images[1])
 

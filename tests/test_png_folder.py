@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.lessons.pydataset_autoencoder import export_packed_uint8, tf_dataset_from_png_folder
+from helpers.lessons.pydataset_autoencoder import tf_dataset_from_pngs
+from helpers.storage.packed_images import export_packed_uint8
 from helpers.storage import png_folder as P
 from helpers.storage.files import fingerprint_arrays, temporaries_of
 from helpers.storage.png_folder import PngFolderError
@@ -125,7 +126,8 @@ def test_packed_file_reads_back_as_a_memory_map(tmp_path):
 def test_tf_data_pipeline_reads_the_same_images(tmp_path):
     images, labels = make_images(7)
     P.export_png_folder(images, labels, tmp_path, "tr", progress=False)
-    batches = list(tf_dataset_from_png_folder(tmp_path, "tr", batch_size=3, shuffle=False).as_numpy_iterator())
+    paths, _ = P.check_png_folder(tmp_path, "tr")
+    batches = list(tf_dataset_from_pngs(paths, batch_size=3, shuffle=False).as_numpy_iterator())
     assert [len(x) for x, _ in batches] == [3, 3, 1]
     got = np.concatenate([x for x, _ in batches])
     assert sorted(map(bytes, np.round(got * 255).astype(np.uint8))) == sorted(map(bytes, images))

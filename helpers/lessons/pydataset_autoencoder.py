@@ -10,14 +10,18 @@ import keras
 import math
 
 class ImageBatches(keras.utils.PyDataset):
-    """Shuffled batches of `n_images` images as `(x, x)` float32 pairs in [0, 1]; a subclass says
-    how to `fetch`."""
-    def __init__(self, n_images, batch_size, *, shuffle=True, seed=None, drop_remainder=False,
-                 **kwargs):
+    """Shuffled batches of `n_images` images, float32 in [0, 1]: `(images, labels)` when labels
+    are given, else `(images, images)` for an autoencoder. A subclass says how to `fetch` them."""
+
+    def __init__(self, n_images, batch_size, *, labels=None, shuffle=True, seed=None,
+                 drop_remainder=False, **kwargs):
         super().__init__(**kwargs)  # workers, use_multiprocessing, max_queue_size
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if labels is not None and len(labels) != n_images:
+            raise ValueError(f"{len(labels)} labels for {n_images} images")
         self.n_images, self.batch_size, self.shuffle = n_images, batch_size, shuffle
+        self.labels = None if labels is None else np.asarray(labels)
         self.drop_remainder, self.rng = drop_remainder, np.random.default_rng(seed)
         self.on_epoch_end()  # the first epoch is shuffled too
 
@@ -26,8 +30,7 @@ class ImageBatches(keras.utils.PyDataset):
                       else np.arange(self.n_images))
 
     def __len__(self):
-        # ceil keeps the last, smaller batch
-        rounding = math.floor if self.drop_remainder else math.ceil
+        rounding = math.floor if self.drop_remainder else math.ceil  # ceil keeps the last batch
         return rounding(self.n_images / self.batch_size)
 
     def batch_indices(self, index):
@@ -36,8 +39,9 @@ class ImageBatches(keras.utils.PyDataset):
         return self.order[index * self.batch_size:(index + 1) * self.batch_size]
 
     def __getitem__(self, index):
-        images = np.multiply(self.fetch(self.batch_indices(index)), 1 / 255, dtype=np.float32)
-        return images, images  # an autoencoder's target is its input
+        indices = np.sort(self.batch_indices(index))  # the order within a batch does not matter
+        images = np.multiply(self.fetch(indices), 1 / 255, dtype=np.float32)
+        return images, (images if self.labels is None else self.labels[indices])
 
     def fetch(self, indices):  # uint8 images, shape (len(indices), height, width, channels)
         raise NotImplementedError
@@ -45,45 +49,49 @@ class ImageBatches(keras.utils.PyDataset):
 
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 2. A `PyDataset`, from the ground up
 class ArrayImageBatches(ImageBatches):
-    """Batches from a uint8 array: in memory, or memory-mapped from a `.npy` file on disk.
-
-    >>> len(ArrayImageBatches(np.zeros((250, 32, 32, 3), np.uint8), batch_size=100))  # last: 50
-    3
-    """
+    """Batches from a uint8 array: in memory, or memory-mapped from a `.npy` file on disk."""
 
     def __init__(self, images, batch_size, **kwargs):
         self.images = images
         super().__init__(len(images), batch_size, **kwargs)
 
     def fetch(self, indices):
-        return np.asarray(self.images[np.sort(indices)])  # the order within a batch does not matter
+        return np.asarray(self.images[indices])
 
 
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 2. A `PyDataset`, from the ground up
-from helpers.storage.png_folder import check_png_folder, load_png
+from pathlib import Path
 
-class PngFolderBatches(ImageBatches):
-    """Batches read from `folder/{prefix}_{i:05d}.png`, matched to the labels in
-    `folder/{prefix}_label.txt`.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first 8 bytes of every PNG file
 
-    A bad image raises an error naming the file when its batch is read; with `skip_bad_files=True`
-    every image is decoded once up front, and each bad one is named in a warning and left out
-    (section 9).
-    """
+def read_png(path, shape=(32, 32, 3)):
+    """One PNG file as a uint8 array of `shape`, or a ValueError that names the file."""
+    data = Path(path).read_bytes()
+    if data[:8] != PNG_SIGNATURE:  # decode_png would decode a JPEG, GIF or BMP as well
+        raise ValueError(f"{path} is not a PNG file")
+    try:
+        image = tf.io.decode_png(data, channels=shape[-1]).numpy()
+    except tf.errors.InvalidArgumentError:
+        raise ValueError(f"{path} is not a readable PNG file: it may be truncated") from None
+    if image.shape != tuple(shape):
+        raise ValueError(f"{path} holds a {image.shape} image, not {tuple(shape)}")
+    return image
 
-    def __init__(self, folder, prefix, batch_size, *, limit=None, image_shape=(32, 32, 3),
-                 skip_bad_files=False, **kwargs):
-        paths, labels = check_png_folder(folder, prefix)  # labels and files agree, or an error now
-        self.paths, self.labels = paths[:limit], labels[:limit]  # limit: use only the first images
-        self.image_shape = tuple(image_shape)
-        self.skipped = []  # (path, what is wrong) of each file left out
-        if skip_bad_files:
-            self.paths, self.labels, self.skipped = without_bad_files(
-                self.paths, self.labels, self.image_shape)
+
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 2. A `PyDataset`, from the ground up
+class PngBatches(ImageBatches):
+    """Batches read from a list of PNG files, each decoded by `read(path, shape)` when its batch is
+    asked for."""
+
+    def __init__(self, paths, batch_size, *, read=read_png, image_shape=(32, 32, 3), **kwargs):
+        if kwargs.get("use_multiprocessing") and read is read_png:
+            raise ValueError("worker processes are forked copies of this one, in which TensorFlow "
+                             "can hang: pass a read= that does not use TensorFlow (PIL, say)")
+        self.paths, self.read, self.image_shape = [str(p) for p in paths], read, tuple(image_shape)
         super().__init__(len(self.paths), batch_size, **kwargs)
 
     def fetch(self, indices):
-        return np.stack([load_png(self.paths[i], self.image_shape) for i in indices])
+        return np.stack([self.read(self.paths[i], self.image_shape) for i in indices])
 
 
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 3. The article's autoencoder, with two changes
@@ -98,20 +106,14 @@ def conv_block(x, filters):
 # ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 3. The article's autoencoder, with two changes
 def article_autoencoder(input_shape=(32, 32, 3)):
     """The article's CIFAR-10 convolutional autoencoder: a 4x4x8 code for a 32x32x3 image,
-    compiled as the article did (Adam, binary cross-entropy against the input). Two changes
-    (section 3): BatchNorm's momentum is 0.9, and no BatchNorm comes between the last convolution
-    and the sigmoid.
-
-    >>> article_autoencoder().output_shape
-    (None, 32, 32, 3)
-    """
+    compiled as the article did (Adam, binary cross-entropy against the input). Two changes:
+    BatchNorm's momentum is 0.9, and no BatchNorm comes before the sigmoid."""
     inputs = keras.Input(shape=input_shape)
     x = inputs
     for filters in (32, 16, 8):                     # encoder: 32x32 → 16x16 → 8x8 → 4x4
         x = keras.layers.MaxPooling2D((2, 2))(conv_block(x, filters))
     for filters in (8, 16, 32):                     # decoder: the mirror image, 4x4 → 32x32
         x = keras.layers.UpSampling2D((2, 2))(conv_block(x, filters))
-    # the article normalised this output too
     x = keras.layers.Conv2D(input_shape[-1], (3, 3), padding="same")(x)
     outputs = keras.layers.Activation("sigmoid")(x)  # pixels in [0, 1]
     model = keras.Model(inputs, outputs, name="article_autoencoder")
@@ -119,181 +121,34 @@ def article_autoencoder(input_shape=(32, 32, 3)):
     return model
 
 
-# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: A `tf.data` pipeline over the PNG folder
-from helpers.storage.png_folder import PNG_END, PNG_SIGNATURE
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 8. Workers: threads, processes and the GIL
+PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the last 12 bytes of every complete PNG file
 
 def read_png_pair(path, shape=(32, 32, 3)):
-    """One PNG file as an (input, target) pair of float32 images in [0, 1], in TensorFlow ops.
-
-    A bad file fails with an error that names it: a missing file (`NotFoundError`), one that is
-    not a PNG, a truncated one, or one of another shape (`InvalidArgumentError`)."""
+    """One PNG file as an (input, target) pair of float32 images in [0, 1], in TensorFlow ops; a bad
+    file fails with an InvalidArgumentError that names it."""
     data = tf.io.read_file(path)
-    checks = [
-        tf.debugging.Assert(
-            tf.strings.substr(data, 0, 8) == PNG_SIGNATURE,
-            [tf.strings.join([path, ": not a PNG file "
-                                    "(its first bytes are not a PNG signature)"])]),
-        tf.debugging.Assert(
-            tf.strings.substr(data, -12, 12) == PNG_END,
-            [tf.strings.join([path, ": the PNG file is truncated "
-                                    "(it does not end with an IEND chunk)"])]),
-    ]
-    with tf.control_dependencies(checks):  # decode only after the checks passed
+
+    def check(ok, problem, *values):
+        return tf.debugging.Assert(ok, [tf.strings.join([path, problem]), *values])
+
+    with tf.control_dependencies([
+            check(tf.strings.substr(data, 0, 8) == PNG_SIGNATURE, " is not a PNG file"),
+            check(tf.strings.substr(data, -12, 12) == PNG_END, " is truncated (no IEND chunk)")]):
         image = tf.io.decode_png(data, channels=shape[-1])
-    size_check = tf.debugging.Assert(
-        tf.reduce_all(tf.shape(image) == shape),
-        [tf.strings.join([path, f": the image is not {shape[0]}x{shape[1]}x{shape[2]}; "
-                                 "its shape is"]),
-         tf.shape(image)])
-    with tf.control_dependencies([size_check]):
+    with tf.control_dependencies([check(tf.reduce_all(tf.shape(image) == shape),
+                                        f" is not {shape}; its shape is", tf.shape(image))]):
         image = tf.cast(tf.ensure_shape(image, shape), tf.float32) / 255.0
     return image, image
 
 
-# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: A `tf.data` pipeline over the PNG folder
-def tf_dataset_from_png_folder(folder, prefix, batch_size, *, shuffle=True, seed=None, limit=None,
-                               image_shape=(32, 32, 3), threads=None):
-    """A `tf.data` pipeline over a PNG folder: file names → read → check → decode → batch,
-    as `(x, x)` pairs.
-
-    `threads`: how many files to decode at once; None lets tf.data choose (`AUTOTUNE`)."""
-    paths, _ = check_png_folder(folder, prefix)
-    paths = paths[:limit]  # limit: use only the first images
+# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 8. Workers: threads, processes and the GIL
+def tf_dataset_from_pngs(paths, batch_size, *, shuffle=True, seed=None, image_shape=(32, 32, 3)):
+    """A `tf.data` pipeline over PNG files: names → read → check → decode → batch, as (x, x)."""
     files = tf.data.Dataset.from_tensor_slices([str(p) for p in paths])
     if shuffle:
         files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
     return (files.map(lambda path: read_png_pair(path, tuple(image_shape)),
-                      num_parallel_calls=threads or tf.data.AUTOTUNE, deterministic=False)
+                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
             .batch(batch_size)
             .prefetch(tf.data.AUTOTUNE))
-
-
-# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: One file of raw pixels, memory-mapped
-from pathlib import Path
-
-from helpers.storage.files import write_then_rename
-
-def export_packed_uint8(images, path, chunk=4096):
-    """Write uint8 images as one `.npy` file, chunk by chunk, renamed into place when complete.
-
-    >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "x.npy"
-    >>> path = export_packed_uint8(np.zeros((5, 32, 32, 3), np.uint8), path)
-    >>> np.load(path, mmap_mode="r").shape
-    (5, 32, 32, 3)
-    """
-    path, images = Path(path), np.asarray(images)
-    if images.dtype != np.uint8:
-        raise ValueError(f"export_packed_uint8 packs uint8 images, got {images.dtype}")
-    with write_then_rename(path) as tmp:
-        packed = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=images.shape)
-        for start in range(0, len(images), chunk):
-            packed[start:start + chunk] = images[start:start + chunk]
-        packed.flush()
-        del packed  # closes the map before the file is renamed
-    return path
-
-
-# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: Cold reads: past the page cache
-import os
-
-def can_drop_page_cache():
-    """True where the operating system offers `posix_fadvise` (Linux; not macOS or Windows)."""
-    return hasattr(os, "posix_fadvise")
-
-def drop_from_page_cache(paths):
-    """Ask the kernel to drop these files' cached pages, so that the next read comes from the disk.
-
-    Returns False, doing nothing, without `posix_fadvise`. The kernel may keep pages it is using:
-    `cold_read_slowdown` measures whether the drop worked.
-
-    >>> drop_from_page_cache([__file__]) == can_drop_page_cache()
-    True
-    """
-    if not can_drop_page_cache():
-        return False
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # dirty pages cannot be dropped: write them out first
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return True
-
-
-# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: Cold reads: past the page cache
-from dataclasses import dataclass
-
-from helpers.measure import Samples
-
-# Cold reads at least this many times slower than cached ones (the interval's lower end) reached
-# the disk; below it, the drop failed or the storage is as fast as RAM.
-REACHED_DISK = 1.2
-
-@dataclass
-class ColdRead:
-    """Seconds per read of the same files cold and cached, and their ratio, round by round."""
-    cold: Samples
-    cached: Samples
-    slowdown: Samples   # cold seconds / cached seconds
-    megabytes: float
-
-    @property
-    def reached_disk(self):
-        return self.slowdown.interval[0] > REACHED_DISK
-
-
-# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: Cold reads: past the page cache
-from pathlib import Path
-
-from helpers.measure import alternate, timed
-
-def read_files(paths, chunk=1 << 22):
-    """Read the files to the end; the number of bytes read."""
-    total = 0
-    for path in paths:
-        with open(path, "rb") as f:
-            while block := f.read(chunk):
-                total += len(block)
-    return total
-
-def cold_read_slowdown(paths, rounds=6):
-    """Seconds to read `paths` just after dropping them from the page cache, against reading them
-    again at once (cached), in alternating rounds after a warm-up round. The drop is not timed."""
-    read = timed(lambda: read_files(paths))
-
-    def cold():
-        drop_from_page_cache(paths)   # before the clock starts
-        return read()
-
-    measured = alternate({"cold": cold, "cached": read}, rounds=rounds)
-    megabytes = sum(Path(p).stat().st_size for p in paths) / 2**20
-    return ColdRead(measured.samples("cold"), measured.samples("cached"),
-                    measured.ratio("cold", "cached"), megabytes)
-
-
-# ---------------- defined in notebooks/03_pydataset_autoencoder.ipynb, section: 9. Bad files
-import warnings
-from pathlib import Path
-
-from tqdm.auto import tqdm
-
-from helpers.storage.png_folder import PngFolderError
-
-def without_bad_files(paths, labels, image_shape):
-    """The paths and labels of the images `load_png` can read, and `(path, what is wrong)` of each
-    other one."""
-    keep, skipped = [], []
-    for i, path in enumerate(tqdm(paths, desc="checking PNG files", unit="img", leave=False)):
-        try:
-            load_png(path, image_shape)
-            keep.append(i)
-        except PngFolderError as error:
-            skipped.append((path, str(error)))
-            # stacklevel=3 points at the code that made the dataset
-            warnings.warn(f"skipping {error}", stacklevel=3)
-    if skipped:
-        warnings.warn(f"skipped {len(skipped):,} of {len(paths):,} files in "
-                      f"{Path(paths[0]).parent}", stacklevel=3)
-    return [paths[i] for i in keep], labels[keep], skipped

@@ -8,6 +8,9 @@ read them raw at the device's own pace, and the machine's RAM and free disk spac
   rate no reader of these files beats, the reference a pipeline's cold read is compared with.
 - `advise_sequential`, `advise_willneed`: the kernel's read-ahead hints for one open file.
 - `memory_bytes()`, `free_bytes(folder)`: the machine's RAM, and the space left where data would be written.
+- `cold_read_slowdown(paths)`: the same files read just after a drop against read again at once (cached), in
+  alternating rounds; its interval's low end above `REACHED_DISK` shows the cold reads reached the disk
+  (notebook 05, `benchmarks/bench_autoencoder.py`).
 
 Linux only for the drop and `mincore` (`can_drop_page_cache()` says whether this platform can). Used by the
 benchmarks of reading from the disk (`benchmarks/bench_cold_read.py`, `benchmarks/bench_bigger_than_ram.py`).
@@ -19,8 +22,11 @@ import ctypes.util
 import mmap
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+
+from helpers.measure.core import Samples, alternate, timed
 
 RAW_CHUNK = 8 * 1024 * 1024   # bytes per read of `read_raw`: large enough that a read's own cost is negligible
 
@@ -154,3 +160,38 @@ def free_bytes(folder: str | Path) -> int:
     while not folder.exists():
         folder = folder.parent
     return shutil.disk_usage(folder).free
+
+
+# Cold reads at least this many times slower than cached ones (the interval's low end) reached the disk; below it,
+# the drop failed or the storage is as fast as RAM for these files.
+REACHED_DISK = 1.2
+
+
+@dataclass(frozen=True)
+class ColdRead:
+    """Seconds per read of the same files cold and cached, and their ratio, round by round."""
+
+    cold: Samples
+    cached: Samples
+    slowdown: Samples   # cold seconds / cached seconds, paired by round
+    megabytes: float
+
+    @property
+    def reached_disk(self) -> bool:
+        return self.slowdown.interval[0] > REACHED_DISK
+
+
+def cold_read_slowdown(paths: list[str | Path], rounds: int = 6) -> ColdRead:
+    """Seconds to read `paths` just after dropping them from the page cache, against reading them again at once
+    (cached), in alternating rounds after a warm-up round; the drop is not timed. `ColdReadUnsupported` where the
+    platform cannot drop files (`can_drop_page_cache`)."""
+    read = timed(lambda: read_raw(paths))
+
+    def cold() -> float:
+        drop_from_page_cache(paths)   # before the clock starts
+        return read()
+
+    measured = alternate({"cold": cold, "cached": read}, rounds=rounds)
+    megabytes = sum(Path(p).stat().st_size for p in paths) / 2**20
+    return ColdRead(measured.samples("cold"), measured.samples("cached"), measured.ratio("cold", "cached"),
+                    megabytes)

@@ -3,7 +3,9 @@
     dataset/train/tr_00000.png … tr_label.txt      (one integer label per line)
 
 `export_png_folder` writes one (resumable, atomic per file, refusing to mix two datasets); `check_png_folder`
-matches images to labels before training starts; `load_png` reads one image with errors that name the file.
+matches images to labels before training starts; `load_png` reads one image with errors that name the file;
+`without_bad_files` leaves out, with a warning each, the files a reader cannot read (notebook 03 calls these beside
+its `PngBatches`).
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import json
 import os
 import re
 import stat
+import warnings
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from PIL import Image
@@ -193,7 +197,7 @@ def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.nd
     folder = Path(folder)
     labels = read_labels(folder, prefix)
     expected = [folder / image_name(prefix, i) for i in range(len(labels))]
-    missing = [p.name for p in expected if not os.path.lexists(p)]  # a FIFO is there, and load_png says what it is
+    missing = [p.name for p in expected if not os.path.lexists(p)]
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
         present = sum(p.suffix == ".png" for p in _export_files(folder, prefix))
@@ -204,7 +208,46 @@ def check_png_folder(folder: str | Path, prefix: str) -> tuple[list[Path], np.nd
         raise PngFolderError(
             f"{folder} has {len(extra):,} images beyond the {len(labels):,} labels in "
             f"{label_file(folder, prefix).name} (e.g. {sorted(extra)[0]}): the label file and the images do not match.")
+    for path in expected:   # a reader would fail on a folder, and wait forever on a FIFO
+        if (problem := file_problem(path)) is not None:
+            raise PngFolderError(f"{path} is {problem}: every name in {folder} the label file counts must be an "
+                                 f"image file.")
     return expected, labels
+
+
+def without_bad_files(paths: list[Path], labels: np.ndarray, read: Callable[[Path], object],
+                      ) -> tuple[list[Path], np.ndarray, list[tuple[Path, str]]]:
+    """The paths and labels of the images `read` can read (notebook 03 passes its `read_png`), and `(path, what
+    is wrong)` of each other one. Every file is read once; each bad one (`read` raised a `ValueError`) is named in a
+    warning, and a last warning counts them.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.png").write_bytes(b"fine"), (folder / "b.png").write_bytes(b"bad")
+    >>> def read(path):
+    ...     if Path(path).read_bytes() == b"bad":
+    ...         raise ValueError(f"{path} is bad")
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     kept, kept_labels, skipped = without_bad_files([folder / "a.png", folder / "b.png"], [3, 4], read)
+    >>> [p.name for p in kept], kept_labels.tolist(), [p.name for p, _ in skipped]
+    (['a.png'], [3], ['b.png'])
+    """
+    if len(paths) != len(labels):
+        raise PngFolderError(f"{len(paths)} paths but {len(labels)} labels")
+    keep, skipped = [], []
+    for i, path in enumerate(tqdm(paths, desc="checking PNG files", unit="img", leave=False)):
+        try:
+            if (problem := file_problem(path)) is not None:   # never open a FIFO: the read would wait forever
+                raise PngFolderError(f"{path} is {problem}, not an image.")
+            read(path)
+            keep.append(i)
+        except ValueError as error:   # PngFolderError is one
+            skipped.append((path, str(error)))
+            warnings.warn(f"skipping {error}", stacklevel=2)
+    if skipped:
+        warnings.warn(f"skipped {len(skipped):,} of {len(paths):,} files in {Path(paths[0]).parent}", stacklevel=2)
+    return [paths[i] for i in keep], np.asarray(labels)[keep], skipped
 
 
 def load_png(path: str | Path, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarray:
