@@ -14,10 +14,11 @@ The store's costs, in the server:
 
 Only regular files and folders are served, read-only. Paths are walked one component at a time from the source
 folder without following any symlink (a symlink is not served at all), so nothing outside the source is reachable.
-The server runs in a child process (its Python threads do not compete with the reader's for a GIL), mounts on a
-new folder it creates itself, and unmounts and removes it when stopped or when the process that started it dies. It
-runs in a session of its own (`helpers.setup.processes.own_session`), so that a SIGKILL of the reader's whole
-process group (Jupyter's restart) leaves it alive to do that.
+The server runs in a child process (its Python threads do not compete with the reader's for a GIL) and mounts on a
+new, empty folder the reader makes in the temporary folder; the reader unmounts and removes it when the block ends
+(whatever became of the server), the server when the reader dies. The server runs in a session of its own
+(`helpers.setup.processes.own_session`), so that a SIGKILL of the reader's whole process group (Jupyter's restart)
+leaves it alive to do that. From the command line it creates MOUNTPOINT itself and removes it when stopped.
 
     python -m helpers.scale.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
 
@@ -287,6 +288,12 @@ def _operations(source: str, *, open_latency: float, read_latency: float, bandwi
     return SlowStore()
 
 
+def _parent() -> int | None:
+    """The process id of the process that started this server (`BTM_PARENT`), or None if started by hand."""
+    pid, _, _ = os.environ.get(PARENT_ENV, "").partition(":")
+    return int(pid) if pid.isdigit() else None
+
+
 def _stop_when_parent_dies(mountpoint: str) -> None:
     """In the server started by `mounted_slow_store`: when the process that started it dies, leave the FUSE loop,
     so that `serve` unmounts and removes the mount point (`helpers.setup.processes.exit_with_parent` would `_exit`
@@ -295,10 +302,9 @@ def _stop_when_parent_dies(mountpoint: str) -> None:
     server. No parent-death signal: Linux sends it again each time a dying parent's threads hand the server on to
     another of its threads, and after the first has ended libfuse's loop, libfuse puts back the default action,
     so the next would kill the server before its clean-up."""
-    pid, _, _ = os.environ.get(PARENT_ENV, "").partition(":")
-    if not pid.isdigit():
+    parent = _parent()
+    if parent is None:
         return   # started by hand: Ctrl-C stops it
-    parent = int(pid)
 
     def watch():
         while os.getppid() == parent:
@@ -313,9 +319,10 @@ def _stop_when_parent_dies(mountpoint: str) -> None:
 
 
 def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_ms: float,
-          bandwidth_mb_s: float | None) -> None:
+          bandwidth_mb_s: float | None, made_by_parent: bool = False) -> None:
     """Mount the slow view of `source` on `mountpoint` (created here: it must not exist) and serve until SIGTERM
-    or SIGINT; then unmount and remove the mount point."""
+    or SIGINT; then unmount and remove the mount point. `made_by_parent=True` (`mounted_slow_store`): the mount
+    point is an empty folder the parent made and removes; this server removes it only if the parent dies."""
     import mfusepy
 
     # Absolute from here on: libfuse changes this process's working folder, and the clean-up must find the folder.
@@ -327,11 +334,15 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    try:
-        os.mkdir(mountpoint, 0o755)   # fails if anything is there: never mount over an existing folder
-    except FileExistsError:
-        raise SlowStoreError(f"{mountpoint} already exists: the slow store mounts only on a folder it creates "
-                             f"itself") from None
+    if made_by_parent:
+        if os.path.islink(mountpoint) or not os.path.isdir(mountpoint) or os.listdir(mountpoint):
+            raise SlowStoreError(f"{mountpoint} is not an empty folder")
+    else:
+        try:
+            os.mkdir(mountpoint, 0o755)   # fails if anything is there: never mount over an existing folder
+        except FileExistsError:
+            raise SlowStoreError(f"{mountpoint} already exists: the slow store mounts only on a folder it creates "
+                                 f"itself") from None
     try:
         _stop_when_parent_dies(mountpoint)
         operations = _operations(source, open_latency=open_latency_ms / 1e3, read_latency=read_latency_ms / 1e3,
@@ -350,7 +361,9 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a late SIGTERM must not cut the clean-up short
         if is_mounted(mountpoint):
             unmount(mountpoint)
-        remove_mountpoint(mountpoint)
+        parent = _parent()
+        if not made_by_parent or (parent is not None and os.getppid() != parent):   # the parent's, unless it died
+            remove_mountpoint(mountpoint)
 
 
 def fuse_option_value(text: str) -> str:
@@ -447,29 +460,32 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float = 30, r
     reason = _missing_requirement()
     if reason:
         raise SlowStoreError(reason)
-    # A fresh, unused name; the child creates the folder with mkdir, which fails if anyone has taken it since.
+    # A new, private, empty folder of this process's own: the server mounts on it, and this process removes it
+    # whatever became of the server (killed while it started, too); the server removes it if this process dies.
     mountpoint = tempfile.mkdtemp(prefix="slow-store-")
-    os.rmdir(mountpoint)
-    _check_mountpoint(source, mountpoint)
-    package_root = str(Path(__file__).resolve().parents[2])   # the child imports these helpers, not another copy
-    python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    args = ["-m", "helpers.scale.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
-            "--read-latency-ms", str(read_latency_ms)]
-    if bandwidth_mb_s is not None:
-        args += ["--bandwidth-mb-s", str(bandwidth_mb_s)]
-    with ChildProcesses() as children:
-        try:
-            children.start("slow-store", args, env={"PYTHONPATH": python_path}, ready_timeout=30)
-            _wait_until_mounted(mountpoint, children.processes["slow-store"])
-        except RuntimeError as e:
-            raise SlowStoreError(f"the slow store of {source} did not mount: {e}") from None
-        try:
-            yield Path(mountpoint)
-        finally:
-            children.stop("slow-store", grace=10)   # SIGTERM: libfuse unmounts and the child removes the folder
-            if is_mounted(mountpoint):               # killed before it could: its fusermount3 or we unmount
-                unmount(mountpoint)
-            remove_mountpoint(mountpoint)
+    try:
+        _check_mountpoint(source, mountpoint)
+        package_root = str(Path(__file__).resolve().parents[2])   # the child imports these helpers, not a copy
+        python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        args = ["-m", "helpers.scale.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
+                "--read-latency-ms", str(read_latency_ms), "--made-by-parent"]
+        if bandwidth_mb_s is not None:
+            args += ["--bandwidth-mb-s", str(bandwidth_mb_s)]
+        with ChildProcesses() as children:
+            try:
+                try:
+                    children.start("slow-store", args, env={"PYTHONPATH": python_path}, ready_timeout=30)
+                    _wait_until_mounted(mountpoint, children.processes["slow-store"])
+                except RuntimeError as e:
+                    raise SlowStoreError(f"the slow store of {source} did not mount: {e}") from None
+                yield Path(mountpoint)
+            finally:
+                if "slow-store" in children.processes:   # SIGTERM: libfuse leaves its loop and unmounts
+                    children.stop("slow-store", grace=10)
+    finally:
+        if is_mounted(mountpoint):   # a server killed before it could: its fusermount3 or this unmounts
+            unmount(mountpoint)
+        remove_mountpoint(mountpoint)
 
 
 def _wait_until_mounted(mountpoint: str, process: subprocess.Popen, timeout: float = 10) -> None:
@@ -491,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-latency-ms", type=float, default=5.0, help="wait per read request (default 5)")
     parser.add_argument("--bandwidth-mb-s", type=float, default=None,
                         help="MB/s shared by all reads (default: no limit)")
+    parser.add_argument("--made-by-parent", action="store_true", help=argparse.SUPPRESS)   # mounted_slow_store's
     args = parser.parse_args(argv)
     reason = _missing_requirement()
     if reason:
@@ -498,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         serve(args.source, args.mountpoint, open_latency_ms=args.open_latency_ms,
-              read_latency_ms=args.read_latency_ms, bandwidth_mb_s=args.bandwidth_mb_s)
+              read_latency_ms=args.read_latency_ms, bandwidth_mb_s=args.bandwidth_mb_s,
+              made_by_parent=args.made_by_parent)
     except SlowStoreError as e:
         print(e, file=sys.stderr)
         return 2
