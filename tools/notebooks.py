@@ -69,7 +69,7 @@ PACKAGE_HEADER = """\
 naming the notebook and section it was defined in. Edit the notebook, never these files.\"\"\"
 """
 # The names every notebook's setup cell provides, imported by a generated module only where its code uses them
-# (so that a module using only Keras also runs on a machine without TensorFlow, as tools/gpu_appetite.py must).
+# (so that a module using only Keras also runs on a machine without TensorFlow, as benchmarks/gpu_appetite.py must).
 SETUP_NAMES = {"np": "import numpy as np", "tf": "import tensorflow as tf", "keras": "import keras"}
 
 

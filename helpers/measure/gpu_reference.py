@@ -3,7 +3,7 @@
 Measured on 2026-11-30 on one NVIDIA H200 (16 host cores), Keras 3.15.1 on JAX, `model.fit` from in-memory
 float32 arrays: the median of epochs 2-4 and their spread, for the article's 784-512-10 MNIST MLP and its
 CIFAR-10 autoencoder (notebook 03). PyTorch ran these small models 4-10x slower (per-step overhead).
-Measure again on any GPU with `KERAS_BACKEND=jax python -m tools.gpu_appetite` (it prints the lines to paste
+Measure again on any GPU with `KERAS_BACKEND=jax python -m benchmarks.gpu_appetite` (it prints the lines to paste
 here). A reference, not a promise: a notebook run on a GPU measures its own.
 """
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Measure how fast a machine trains the series' models: the figures in helpers/measure/gpu_reference.py.
 
-    python -m tools.gpu_appetite                       # the Keras backend set in KERAS_BACKEND (default tensorflow)
-    KERAS_BACKEND=jax python -m tools.gpu_appetite     # how helpers/measure/gpu_reference.py was measured (JAX on a GPU)
-    python -m tools.gpu_appetite --quick               # small sizes: checks the script, not a GPU
-    python -m tools.gpu_appetite --json                # one JSON object instead of the table
+    python -m benchmarks.gpu_appetite                    # the Keras backend in KERAS_BACKEND (default tensorflow)
+    KERAS_BACKEND=jax python -m benchmarks.gpu_appetite  # as helpers/measure/gpu_reference.py was measured (a GPU)
+    python -m benchmarks.gpu_appetite --quick            # small sizes: checks the script, not a GPU
+    python -m benchmarks.gpu_appetite --json             # one JSON object instead of the table
 
 What it does, so that anyone with a GPU can re-measure: the older article's MNIST MLP
 (784-512-10, float32 input) and CIFAR-10 autoencoder, as notebooks 04 and 03 write them (`article_mlp` and
@@ -115,7 +115,7 @@ def measure(model, x, y, model_name: str, batch_size: int, epochs: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.gpu_appetite", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_appetite", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the script")
     parser.add_argument("--epochs", type=int, default=4, help="epochs per measurement; the first is left out")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
