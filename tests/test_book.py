@@ -17,6 +17,7 @@ saved under the test's temporary folder (its path is printed).
 from __future__ import annotations
 
 import functools
+import html.parser
 import http.server
 import json
 import os
@@ -28,7 +29,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 import pytest
 
-from tools import book
+from tools import book, build_record, folders, workshop
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
@@ -172,7 +173,7 @@ def test_the_landing_page_holds_the_readme_table_and_the_build():
     assert "## The notebooks" in text and "| # | Notebook |" in text and "](notebooks/" not in text
     assert f"]({names[0]})" in text and "2026-01-02 10:00 UTC" in text and "tensorflow 2.21.0" in text
     assert all(f"| {10 + i} s |" in text for i in range(len(names)))
-    assert "workshop" in text
+    assert "](docs/workshop.md)" in text          # the instructor's page is a docs page
 
 
 def _docs(folder, untitled=True):
@@ -224,21 +225,18 @@ def test_the_landing_page_lists_the_docs_pages():
     assert "- [How to read the figures](docs/reading-figures.md)\n- [The book](docs/book.md)" in text
     toctrees = re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
     assert [line for line in toctrees[-1].splitlines() if line and not line.startswith(":")] == [
-        "workshop", "docs/reading-figures", "docs/book"]
+        "docs/reading-figures", "docs/book"]
     assert set(names) <= set(toctrees[0].splitlines())
     pages = [f"docs/{p.stem}" for p in book.doc_pages()]       # by default, every page of the repository's docs/
     assert pages and all(f"]({name}.md)" in book.landing(run, names) for name in pages)
 
 
 @pytest.mark.book
-def test_a_notebooks_link_to_a_docs_page_reaches_it_in_the_rendered_site(tmp_path, monkeypatch):
+def test_a_notebooks_link_to_a_docs_page_reaches_it_in_the_rendered_site(tmp_path):
     """Rendered by Sphinx on small inputs: the notebook's `../docs/reading-figures.md#rounds` reaches that page and
     its anchor, the docs pages' links reach the notebook and each other, and the one link to nothing is the only
     warning."""
     pytest.importorskip("myst_nb", reason='the book\'s renderer is missing: pip install -e ".[book]"')
-    from tools import workshop
-
-    monkeypatch.setattr(workshop, "page", lambda run, paths: "# For instructors\n")
     nb = _nb([_md("# 04 · X\n\nSee [how to read these figures](../docs/reading-figures.md#rounds)."),
               _code("print(1)", [_stream("1\n")])],
              {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
@@ -396,6 +394,199 @@ def test_the_landing_page_says_when_each_notebook_was_a_first_run():
     assert "by `python -m tools.book --quick`. Device" in book.landing(run, names)
     text = book.landing({**run, "first_run": True}, names)
     assert "`python -m tools.book --quick --first-run`: each notebook a first run, in a data folder empty" in text
+
+
+# ---------------------------------------------------------------- `--out`: the book replaces only a site it made
+
+
+def test_the_book_refuses_the_checkout_its_parents_home_and_dot(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for out, why in ((Path("."), "is this checkout"), (ROOT.parent, "holds this checkout"),
+                     (Path("/"), "holds this checkout"), (Path.home(), "")):
+        problem = book.out_problem(out.resolve())
+        assert problem and why in problem, (out, problem)
+
+
+def test_the_book_refuses_a_foreign_folder_and_its_own_scratch(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("mine")
+    problem = book.out_problem(docs)
+    assert str(docs) in problem and "not empty" in problem and book.SITE_MARKER in problem
+    assert book.out_problem(ROOT / "helpers") is not None          # inside the checkout, not the book's
+    scratch = tmp_path / "scratch"
+    assert "scratch" in book.out_problem(scratch / "src", scratch)
+    assert book.out_problem(tmp_path / "new") is None
+    folders.claim(tmp_path / "site", book.SITE_MARKER, "made by the book")
+    (tmp_path / "site" / "index.html").write_text("old site")
+    assert book.out_problem(tmp_path / "site") is None
+
+
+def test_the_book_refuses_a_foreign_out_before_executing_anything(tmp_path, monkeypatch, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("mine")
+
+    def execute(*args, **kwargs):
+        raise AssertionError("a notebook was executed before --out was checked")
+
+    monkeypatch.setattr(book, "execute", execute)
+    monkeypatch.setattr(book, "_check_renderer", lambda: None)
+    assert book.build(True, docs, only=["01"], scratch=tmp_path / "scratch") == 2
+    assert str(docs) in capsys.readouterr().err
+    assert (docs / "notes.md").read_text() == "mine"
+
+
+@pytest.mark.parametrize("where", ["build/book/record.json", "build/book/sphinx-warnings.txt", "build/book/new",
+                                   "build/book", "build", "notebooks/site", "helpers/new", ".git/site", "tests/site",
+                                   "tools/site", "benchmarks/site", "notebooks"])
+def test_the_book_refuses_its_scratch_and_the_checkouts_own_folders_even_when_missing(where):
+    out = ROOT / where
+    problem = book.out_problem(out)
+    assert problem and str(out.resolve()) in problem, (where, problem)
+    assert ("scratch" in problem) == where.startswith("build"), problem
+
+
+def test_the_book_still_accepts_a_new_folder_in_the_checkout_and_in_build():
+    assert book.out_problem(ROOT / "site-new-for-test") is None
+    assert book.out_problem(ROOT / "build" / "site-new-for-test") is None
+
+
+def test_the_book_refuses_a_link_into_a_source_folder(tmp_path):
+    link = tmp_path / "site"
+    link.symlink_to(ROOT / "notebooks", target_is_directory=True)
+    assert "notebooks/" in book.out_problem(link)
+
+
+def _record(**hostile) -> dict:
+    rec = {"seconds": 3.0, "quick": True, "cells": [[1, 0.5]], "errors": [], "sources": {}, "made": {},
+           "branch": "the CPU branch"}
+    run = {"date": "2026-01-01 10:00 UTC", "quick": True, "versions": {"Python": "3.11"}, "cpu": "x86",
+           "cores": 2, "notebooks": {"01_generators_and_iterables.ipynb": rec}, "execute_seconds": 3.0}
+    for key, value in hostile.items():
+        (rec if key in rec else run)[key] = value
+    return run
+
+
+@pytest.fixture
+def fake_sphinx(tmp_path, monkeypatch):
+    """`render` without Sphinx: a build that writes one page, so that what `render` removes can be seen."""
+    import sys
+    import types
+
+    def build_main(argv):
+        Path(argv[-1]).mkdir(parents=True)
+        (Path(argv[-1]) / "index.html").write_text("new site")
+        return 0
+
+    module = types.ModuleType("sphinx.cmd.build")
+    module.build_main = build_main
+    for name in ("sphinx", "sphinx.cmd"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "sphinx.cmd.build", module)
+    mathjax = tmp_path / "tex-svg.js"
+    mathjax.write_text("")
+    monkeypatch.setattr(book, "mathjax_file", lambda: mathjax)
+
+
+def test_render_replaces_only_a_site_the_book_made(tmp_path, fake_sphinx):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("mine")
+    with pytest.raises(ValueError, match="not empty"):
+        book.render(_record(), {}, tmp_path / "scratch" / "src", docs)
+    assert (docs / "notes.md").read_text() == "mine"
+    site = tmp_path / "site"
+    for _ in range(2):           # a new folder, then the site it made: replaced, marked again
+        assert book.render(_record(), {}, tmp_path / "scratch" / "src", site) == []
+        assert (site / "index.html").read_text() == "new site" and folders.has_marker(site, book.SITE_MARKER)
+
+
+# ---------------------------------------------------------------- a hostile build record
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json", '{"date": 5}', "\xff\xfe"])
+def test_a_broken_record_is_an_error_naming_the_file(tmp_path, capsys, text):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    record = scratch / "record.json"
+    record.write_bytes(text.encode("latin-1"))
+    with pytest.raises(build_record.RecordError, match="record.json"):
+        build_record.read_record(record)
+    assert book.build(True, tmp_path / "site", render_only=True, scratch=scratch) == 2
+    assert str(record) in capsys.readouterr().err
+    assert workshop.main(["plan", "--record", str(record)]) == 2
+    assert str(record) in capsys.readouterr().err
+
+
+def test_a_record_with_wrong_types_is_refused_before_rendering():
+    assert build_record.record_problem(_record()) is None
+    for bad in ({"seconds": "3"}, {"cells": [["1", 0.5]]}, {"errors": [1]}, {"versions": ["tensorflow"]},
+                {"cores": "2"}, {"sources": {"mnist": 1}}, {"notebooks": []}, {"first_run": "yes"}):
+        assert build_record.record_problem(_record(**bad)), bad
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.tags |= {f"{tag}[{name}={value}]" for name, value in attrs if name == "href"}
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(2)> *em* `code` [link](javascript:alert(3)) " \
+          "{raw}`html` $x$ \\*"
+
+
+def _rendered(markdown: str) -> _Tags:
+    """Markdown as MyST's parser (markdown-it, raw HTML on, as in CommonMark) turns it into HTML."""
+    from markdown_it import MarkdownIt
+
+    parsed = _Tags()
+    parsed.feed(MarkdownIt("commonmark").render(markdown))
+    return parsed
+
+
+def test_the_landing_page_and_banners_show_a_records_values_as_text(tmp_path):
+    run = _record(cpu=HOSTILE, date=HOSTILE, versions={HOSTILE: HOSTILE}, branch=HOSTILE,
+                  errors=[HOSTILE + " ``` `"], sources={HOSTILE: "file /x/" + HOSTILE}, made={"toys": HOSTILE})
+    name = "01_generators_and_iterables.ipynb"
+    for markdown in (book.landing(run, [name]).split("## This build", 1)[1],     # after the README's own text
+                     book.banner({"cells": []}, run["notebooks"][name], run["date"]).split("\n", 3)[3]):
+        page = _rendered(markdown)
+        assert not {"script", "img", "em"} & page.tags
+        assert not [t for t in page.tags if "javascript" in t]
+        text = " ".join("".join(page.text).split())
+        assert text.count(HOSTILE) >= 2, text          # shown as it is, no markup taken from it
+
+
+@pytest.mark.parametrize("hostile", ["[" * 100_000 + "]" * 100_000, '{"cores": ' + "1" * 5000 + "}"],
+                         ids=["nested", "5000 digits"])
+def test_a_record_json_cannot_read_is_named(tmp_path, hostile):
+    record = tmp_path / "record.json"
+    record.write_text(hostile)
+    with pytest.raises(build_record.RecordError, match="record.json is not a build record"):
+        build_record.read_record(record)
+
+
+@pytest.mark.parametrize("bad", [{"seconds": -1e11}, {"cores": -4}, {"cores": 0}, {"cores": True},
+                                 {"cells": [[1, -0.5]]}, {"cells": [[-1, 0.5]]}, {"seconds": float("nan")},
+                                 {"seconds": float("inf")}])
+def test_a_record_with_negative_times_or_cores_is_refused(bad, tmp_path):
+    assert build_record.record_problem(_record(**bad)), bad
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps(_record(**bad)))
+    with pytest.raises(build_record.RecordError, match="record.json"):
+        build_record.read_record(record)
+
+
+def test_a_record_as_a_build_writes_it_is_accepted():
+    assert build_record.record_problem(_record(cores=None, cells=[[0, None], [3, 0.0]], seconds=0)) is None
 
 
 # ---------------------------------------------------------------- the site in a browser (marked `book`)
@@ -568,7 +759,6 @@ def test_the_landing_page_records_the_build(site, browsed):
     links = browsed["index.html"]["links"]
     for notebook in record["notebooks"]:
         assert any(href.endswith(notebook.replace(".ipynb", ".html")) for href in links), notebook
-    assert any(href.endswith("workshop.html") for href in links)
     for doc in book.doc_pages():      # every page of docs/ is a page of the site, linked from the landing page
         assert f"docs/{doc.stem}.html" in browsed, f"no page for docs/{doc.name}"
         assert any(href.endswith(f"docs/{doc.stem}.html") for href in links), f"the landing page lacks docs/{doc.name}"

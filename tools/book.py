@@ -16,7 +16,8 @@ mode was on. The pages are then made from those copies: a banner on each says wh
 from, links between notebooks point at their pages, the Colab badge is served from the site itself (the book must
 load offline), long text outputs scroll, progress bars (widgets) show their last state as text, and TensorFlow's C++
 start-up lines are left out (every other output is shown as the run made it). The landing page holds the README's
-table of notebooks, the date, versions, device and each notebook's run time; the instructor's page (tools/workshop.py) is made from the same run.
+table of notebooks, the date, versions, device and each notebook's run time (`python -m tools.workshop plan` reads
+the same record).
 The Markdown pages of docs/ are pages of the book too, linked from the landing page; links between notebooks, docs
 pages and the README lead to their pages, and links to other files of the repository lead to GitHub.
 A notebook whose run raised an error is still rendered, with a red banner, and the build exits with status 1.
@@ -548,7 +549,6 @@ def landing(run: dict, names: list[str], docs: list[tuple[str, str]] | None = No
         "# Bigger Than Memory", "", intro, "",
         "## The notebooks", "", table, "",
         "## More pages", "",
-        "- For instructors: [a one-day and a two-day plan, and the workshop kit](workshop.md)",
         *[f"- [{md_text(title)}]({name}.md)" for name, title in docs], "",
         "## This build", "",
         f"Every output in this book comes from one run of each notebook, made on **{md_text(run['date'])}** in "
@@ -563,7 +563,7 @@ def landing(run: dict, names: list[str], docs: list[tuple[str, str]] | None = No
         f"mode and data its outputs come from. The quick-mode and full-run times in the table of notebooks were "
         f"measured on an idle machine; the times here are this build's.", "",
         "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Notebooks", "", *names, "```", "",
-        "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: More pages", "", "workshop",
+        "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: More pages", "",
         *[name for name, _ in docs], "```", "",
     ])
 
@@ -607,7 +607,6 @@ def render(run: dict, executed: dict[str, dict], src: Path, out: Path, docs_fold
     from sphinx.cmd.build import build_main
 
     from helpers.setup.config import REPO_URL
-    from tools import workshop
 
     if src.exists():
         shutil.rmtree(src)
@@ -619,7 +618,6 @@ def render(run: dict, executed: dict[str, dict], src: Path, out: Path, docs_fold
         nb = page(executed[name], run["notebooks"][name], run["date"], set(names), NOTEBOOK_DIR / name, doc_names)
         nbformat.write(nb, src / name)
     (src / "index.md").write_text(landing(run, names, docs), encoding="utf-8")
-    (src / "workshop.md").write_text(workshop.page(run, [NOTEBOOK_DIR / n for n in names]), encoding="utf-8")
     (src / "conf.py").write_text(CONF.format(repo=REPO_URL), encoding="utf-8")
     shutil.copy(ASSETS / "colab-badge.svg", src / "colab-badge.svg")
     shutil.copy(ASSETS / "favicon.svg", src / "favicon.svg")

@@ -1,5 +1,6 @@
-"""The record a book build writes (build/book/record.json), read back and checked: the book's landing page and the
-workshop's plans both show it, so both read it through here. Anything else in the file is an error naming it."""
+"""The record a book build writes (build/book/record.json), read back and checked: the book's landing page and
+`tools.workshop plan` both show its run times, so both read it through here. Anything else in the file is an error
+naming it."""
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ def _strings(value) -> bool:
 
 
 def record_problem(run) -> str | None:
-    """What in a build record differs from what `build` writes (the fields the pages and plans use), or None.
+    """What in a build record differs from what `build` writes (the fields the pages and the plan use), or None.
     Notebook names become paths under the build folder: only this series' notebooks are accepted."""
     if not isinstance(run, dict):
         return f"it holds a JSON {type(run).__name__}, not an object"
