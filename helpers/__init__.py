@@ -17,7 +17,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08 99
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
-    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      -
+    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      08
     storage/labels.py           the one check of class labels: every writer, every label file read   -
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05
