@@ -19,8 +19,9 @@ each shard's record count, size and SHA-256, and whether the split is complete. 
 temporary name and renamed when whole (`write_then_rename`); the manifest is rewritten atomically after every shard,
 read again under its own lock each time (writers of different splits can share a folder; one split has one writer
 at a time), so a writer killed part-way resumes at the first shard the manifest lacks (`resume=True`, checked to be
-the same data by its fingerprint). Nothing read from the manifest is used as a path unless it is exactly the name its split
-and index give. Labels are checked by `helpers.storage.labels` before the first byte is written.
+the same data by its fingerprint). Nothing read from the manifest is used as a path unless it is exactly the name
+its split and index give, and the readers check each shard's record count against the writer's layout and the file.
+Labels are checked by `helpers.storage.labels` before the first byte is written.
 """
 from __future__ import annotations
 
