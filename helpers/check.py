@@ -1,7 +1,7 @@
 """Is this machine ready for the series? One line per check, "ok", "note" or "FAIL", each FAIL naming its fix.
 
     python -m helpers.check          # before the day: exits with status 1 when a line is FAIL
-    lines = run_checks(); print_report(lines)   # the same in a notebook (notebook 01 runs it after its setup)
+    lines = run_checks(); print_report(lines)   # the same from Python, in a notebook say
 
 TensorFlow is asked in a child process, never in this one, so the check takes no GPU memory and a notebook
 kernel that runs it keeps its own devices. One child imports TensorFlow once (the import is most of the check's
@@ -12,7 +12,7 @@ TensorFlow) whether notebook 05 §8 can hold a child to a memory budget. Another
 Grain and ArrayRecord (notebook 08 imports both at its start). They run at once: 9-10 s here, on 2 cores that other
 jobs kept busy (load 6). The data folder is checked by writing a file there (and removing it), not by its permissions.
 
-Introduced in notebooks/01_generators_and_iterables.ipynb ("Is this machine ready for the series?").
+The README's set-up check; notebook 01's setup points at the command.
 """
 from __future__ import annotations
 
