@@ -4,6 +4,7 @@ import contextlib
 import errno
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -462,16 +463,17 @@ def test_nothing_is_left_when_a_reader_with_many_threads_is_killed(source):
 def test_a_server_killed_while_the_store_starts_leaves_nothing(source, monkeypatch):
     """Found by the attack on this round's changes: a server that dies between making its mount point and its
     clean-up being ready (a kernel interrupted while the store starts sends it SIGTERM, whose default action it has
-    for the milliseconds libfuse needs to mount) left the folder, and nothing removed it. The reader made the folder
-    and removes it whatever became of the server. Here the server is SIGKILLed as soon as it runs."""
+    for the milliseconds libfuse needs to mount) left the folder, and nothing removed it. The reader now removes it
+    whatever became of the server. Here the server is SIGKILLed as soon as its folder exists."""
     made = []
-    real_mkdtemp = tempfile.mkdtemp
 
-    def recorded_mkdtemp(*args, **kwargs):
-        made.append(real_mkdtemp(*args, **kwargs))
-        return made[-1]
+    class RecordedNames:   # the mount point's random name, learned as it is drawn
+        @staticmethod
+        def token_hex(nbytes):
+            made.append(os.path.join(tempfile.gettempdir(), f"slow-store-{secrets.token_hex(nbytes)}"))
+            return Path(made[-1]).name.removeprefix("slow-store-")
 
-    monkeypatch.setattr(tempfile, "mkdtemp", recorded_mkdtemp)
+    monkeypatch.setattr(slow_store, "secrets", RecordedNames)
 
     def kill_the_server():
         deadline = time.monotonic() + 30

@@ -14,11 +14,11 @@ The store's costs, in the server:
 
 Only regular files and folders are served, read-only. Paths are walked one component at a time from the source
 folder without following any symlink (a symlink is not served at all), so nothing outside the source is reachable.
-The server runs in a child process (its Python threads do not compete with the reader's for a GIL) and mounts on a
-new, empty folder the reader makes in the temporary folder; the reader unmounts and removes it when the block ends
-(whatever became of the server), the server when the reader dies. The server runs in a session of its own
+The server runs in a child process (its Python threads do not compete with the reader's for a GIL), mounts on a
+new folder it creates itself, and unmounts and removes it when stopped or when the process that started it dies;
+the reader removes it too, whatever became of the server. The server runs in a session of its own
 (`helpers.setup.processes.own_session`), so that a SIGKILL of the reader's whole process group (Jupyter's restart)
-leaves it alive to do that. From the command line it creates MOUNTPOINT itself and removes it when stopped.
+leaves it alive to clean up.
 
     python -m helpers.scale.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
 
@@ -32,6 +32,7 @@ import errno
 import functools
 import os
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -319,10 +320,9 @@ def _stop_when_parent_dies(mountpoint: str) -> None:
 
 
 def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_ms: float,
-          bandwidth_mb_s: float | None, made_by_parent: bool = False) -> None:
+          bandwidth_mb_s: float | None) -> None:
     """Mount the slow view of `source` on `mountpoint` (created here: it must not exist) and serve until SIGTERM
-    or SIGINT; then unmount and remove the mount point. `made_by_parent=True` (`mounted_slow_store`): the mount
-    point is an empty folder the parent made and removes; this server removes it only if the parent dies."""
+    or SIGINT; then unmount and remove the mount point."""
     import mfusepy
 
     # Absolute from here on: libfuse changes this process's working folder, and the clean-up must find the folder.
@@ -334,15 +334,11 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    if made_by_parent:
-        if os.path.islink(mountpoint) or not os.path.isdir(mountpoint) or os.listdir(mountpoint):
-            raise SlowStoreError(f"{mountpoint} is not an empty folder")
-    else:
-        try:
-            os.mkdir(mountpoint, 0o755)   # fails if anything is there: never mount over an existing folder
-        except FileExistsError:
-            raise SlowStoreError(f"{mountpoint} already exists: the slow store mounts only on a folder it creates "
-                                 f"itself") from None
+    try:
+        os.mkdir(mountpoint, 0o755)   # fails if anything is there: never mount over an existing folder
+    except FileExistsError:
+        raise SlowStoreError(f"{mountpoint} already exists: the slow store mounts only on a folder it creates "
+                             f"itself") from None
     try:
         _stop_when_parent_dies(mountpoint)
         operations = _operations(source, open_latency=open_latency_ms / 1e3, read_latency=read_latency_ms / 1e3,
@@ -361,9 +357,7 @@ def serve(source: str, mountpoint: str, *, open_latency_ms: float, read_latency_
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a late SIGTERM must not cut the clean-up short
         if is_mounted(mountpoint):
             unmount(mountpoint)
-        parent = _parent()
-        if not made_by_parent or (parent is not None and os.getppid() != parent):   # the parent's, unless it died
-            remove_mountpoint(mountpoint)
+        remove_mountpoint(mountpoint)
 
 
 def fuse_option_value(text: str) -> str:
@@ -460,15 +454,15 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float = 30, r
     reason = _missing_requirement()
     if reason:
         raise SlowStoreError(reason)
-    # A new, private, empty folder of this process's own: the server mounts on it, and this process removes it
-    # whatever became of the server (killed while it started, too); the server removes it if this process dies.
-    mountpoint = tempfile.mkdtemp(prefix="slow-store-")
+    # A fresh, random name, made by nobody yet: the server creates the folder (mkdir fails if anything is there), so
+    # no instant exists in which this process has made a folder that no one would remove if it were killed.
+    mountpoint = os.path.join(tempfile.gettempdir(), f"slow-store-{secrets.token_hex(8)}")
     try:
         _check_mountpoint(source, mountpoint)
         package_root = str(Path(__file__).resolve().parents[2])   # the child imports these helpers, not a copy
         python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
         args = ["-m", "helpers.scale.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
-                "--read-latency-ms", str(read_latency_ms), "--made-by-parent"]
+                "--read-latency-ms", str(read_latency_ms)]
         if bandwidth_mb_s is not None:
             args += ["--bandwidth-mb-s", str(bandwidth_mb_s)]
         with ChildProcesses() as children:
@@ -482,10 +476,12 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float = 30, r
             finally:
                 if "slow-store" in children.processes:   # SIGTERM: libfuse leaves its loop and unmounts
                     children.stop("slow-store", grace=10)
-    finally:
+    finally:   # whatever became of the server (killed while it started, too), nothing of it stays
         if is_mounted(mountpoint):   # a server killed before it could: its fusermount3 or this unmounts
             unmount(mountpoint)
-        remove_mountpoint(mountpoint)
+        with contextlib.suppress(OSError):
+            if os.lstat(mountpoint).st_uid == os.geteuid():   # the server's (this user's, under a random name)
+                remove_mountpoint(mountpoint)
 
 
 def _wait_until_mounted(mountpoint: str, process: subprocess.Popen, timeout: float = 10) -> None:
@@ -507,7 +503,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-latency-ms", type=float, default=5.0, help="wait per read request (default 5)")
     parser.add_argument("--bandwidth-mb-s", type=float, default=None,
                         help="MB/s shared by all reads (default: no limit)")
-    parser.add_argument("--made-by-parent", action="store_true", help=argparse.SUPPRESS)   # mounted_slow_store's
     args = parser.parse_args(argv)
     reason = _missing_requirement()
     if reason:
@@ -515,8 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         serve(args.source, args.mountpoint, open_latency_ms=args.open_latency_ms,
-              read_latency_ms=args.read_latency_ms, bandwidth_mb_s=args.bandwidth_mb_s,
-              made_by_parent=args.made_by_parent)
+              read_latency_ms=args.read_latency_ms, bandwidth_mb_s=args.bandwidth_mb_s)
     except SlowStoreError as e:
         print(e, file=sys.stderr)
         return 2
