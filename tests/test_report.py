@@ -102,7 +102,7 @@ def test_appetite_chart_draws_the_reference_gpu_at_each_batch_size():
     marks = [c for c in ax.collections if "reference" in (c.get_label() or "")]
     assert len(marks) == 1 and sorted(s[0][0] for s in marks[0].get_segments()) == sorted(gpu.values())
     assert ax.get_xscale() == "log" and [t.get_text() for t in ax.get_yticklabels()] == ["batch 32", "batch 256"]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in plt.gcf().legends[0].get_texts()]   # below the axes, on the figure
     assert "pipeline alone" in legend and "model alone, here" in legend
     plt.close("all")
 

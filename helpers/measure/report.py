@@ -240,7 +240,7 @@ def dots(series: Mapping[str, Samples] | Mapping[str, Mapping[str, Samples]], *,
     rows = list(dict.fromkeys(row for group in groups.values() for row in group))
     shown = ax is None
     if shown:
-        _, ax = plt.subplots(figsize=(10, 1.4 + 0.4 * len(rows)), layout="constrained")
+        _, ax = plt.subplots(figsize=(10, 2.0 + 0.4 * len(rows)), layout="constrained")
     shared = {row for row in rows if sum(row in group for group in groups.values()) > 1}
     for index, (name, group) in enumerate(groups.items()):
         shift = (index - (len(groups) - 1) / 2) * 0.5 / len(groups)
@@ -253,8 +253,10 @@ def dots(series: Mapping[str, Samples] | Mapping[str, Mapping[str, Samples]], *,
     _axis(ax, log)
     ax.set_xlabel(f"{xlabel}{' (log scale)' * log}; dot: median, line: its interval")
     ax.set_title(title)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")   # off the dots
+    if ax.get_legend_handles_labels()[0] and shown:   # below the axes: long labels do not squeeze the dots
+        ax.figure.legend(loc="outside lower center", ncols=2, fontsize="small")
+    elif ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
     if shown:
         plt.show()
 
@@ -281,7 +283,9 @@ def _axis(ax: Axes, log: bool) -> None:
 
     if log:
         ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        low, high = ax.get_xlim()
+        # 1, 2, 5 per decade while they fit; over several decades, one label per decade (they would overlap)
+        ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if high / low < 300 else (1,)))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.{0 if v >= 10 else 2}f}"))   # not 3×10³
     ax.grid(axis="x", alpha=0.3)
