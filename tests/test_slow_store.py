@@ -493,3 +493,35 @@ def test_a_server_killed_while_the_store_starts_leaves_nothing(source, monkeypat
             pass
     killer.join()
     assert not mounted(made[0]) and not os.path.lexists(made[0])
+
+
+@needs_fuse
+def test_a_reader_killed_the_moment_its_mount_point_appears_leaves_nothing(source, tmp_path):
+    """A kernel restarted (its group SIGKILLed) the moment a store's folder appears: if the reader had made it, no
+    one would remove it (a version that did left it 8 times in 10). The server makes it, outlives the kill and
+    removes it. A private temporary folder, so that only this test's folders are counted."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    script = textwrap.dedent(f"""
+        import time
+        from helpers.scale.slow_store import mounted_slow_store
+
+        with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None):
+            time.sleep(60)
+    """)
+
+    def stores():
+        return [p for p in private.iterdir() if p.name.startswith("slow-store-")]
+
+    for _ in range(8):
+        reader = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(private)})
+        deadline = time.monotonic() + 30
+        while not stores() and reader.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        os.killpg(reader.pid, signal.SIGKILL)
+        reader.wait()
+        deadline = time.monotonic() + 15
+        while stores() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not stores(), f"left after 15 s: {stores()}"
