@@ -477,14 +477,15 @@ def test_a_server_killed_while_the_store_starts_leaves_nothing(source, monkeypat
 
     def kill_the_server():
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        servers = []
+        while not servers and time.monotonic() < deadline:   # the server names its mount point in its arguments
             servers = _processes_naming(made[0]) if made else []
-            if servers and os.path.isdir(made[0]):
-                for pid in servers:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                return
             time.sleep(0.001)
+        while not os.path.isdir(made[0]) and time.monotonic() < deadline:   # a quick look, while it starts
+            time.sleep(0.0002)
+        for pid in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     killer = threading.Thread(target=kill_the_server)
     killer.start()
