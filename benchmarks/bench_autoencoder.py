@@ -72,6 +72,7 @@ from helpers.data.standins import make_cifar_like
 from helpers.storage.tfrecord import read_split
 from helpers.storage.tfrecord import write_shards
 from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+from helpers.storage.blocks import read_block_split, write_block_split
 
 BATCH_SIZE = 100
 HEADROOM_BATCH_SIZE = 32
@@ -94,7 +95,7 @@ def steady_rate(epoch: Epoch) -> float:
 
 def recommended(directory, batch_size: int) -> tf.data.Dataset:
     """The autoencoder's recommended pipeline: block records (notebook 05), shuffled every epoch, as pairs."""
-    return (read_blocks(directory, "train", batch_size, shuffle=True)
+    return (read_block_split(read_blocks, directory, "train", batch_size, shuffle=True)
             .map(images_as_pairs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
 
 
@@ -117,7 +118,7 @@ def run(quick: bool) -> list[Result]:
         shard_files = manifest.files(workdir / "tfrecord")
         x_float = x.astype(np.float32) / 255.0
 
-        write_blocks(x, y[:, 0], workdir / "blocks", "train", num_shards=8)
+        write_block_split(write_blocks, x, y[:, 0], workdir / "blocks", "train", num_shards=8)
 
         def tfrecord_cold(batch_size):
             drop_from_page_cache(shard_files)
@@ -145,7 +146,7 @@ def run(quick: bool) -> list[Result]:
         }, rounds=rounds, warmup=1)
         cold = cold_read_slowdown(shard_files, rounds=max(rounds, 6))
         many = np.arange(n_gpu) % n
-        write_blocks(x[many], y[many, 0], workdir / "blocks-large", "train", num_shards=16)
+        write_block_split(write_blocks, x[many], y[many, 0], workdir / "blocks-large", "train", num_shards=16)
         large = alternate({"alone": lambda: pipeline_epoch(recommended(workdir / "blocks-large", GPU_BATCH_SIZE))},
                           rounds=max(rounds, 6), warmup=1)
     finally:

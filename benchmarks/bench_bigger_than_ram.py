@@ -133,6 +133,7 @@ def write_parts(own: OwnWrite, parts: int, per_part: int, progress: Callable[[in
     """Write `parts` parts of `per_part` random images as block records into `own.folder`; each part is listed in
     `own.parts` before its first byte is written. `progress(bytes)` after each part."""
     from helpers.lessons.pipeline_profiling import write_blocks
+    from helpers.storage.blocks import write_block_split
 
     size = per_part * math.prod(SHAPE)
     bits = np.random.SFC64(0)   # numpy's fastest generator
@@ -144,7 +145,7 @@ def write_parts(own: OwnWrite, parts: int, per_part: int, progress: Callable[[in
         # files alike, and no repeat within reach of any compressor's window (a GiB apart), at a copy's cost.
         images = np.roll(noise, index * 1_000_003).reshape(per_part, *SHAPE)
         labels = np.random.Generator(bits).integers(0, 10, per_part, dtype=np.uint8)
-        write_blocks(images, labels, own.folder, name, num_shards=FILES_PER_PART)
+        write_block_split(write_blocks, images, labels, own.folder, name, num_shards=FILES_PER_PART)
         del images
         progress(sum(f.stat().st_size for f in own.folder.glob(f"{name}-*.blocks.tfrecord")))
     return list(own.parts)

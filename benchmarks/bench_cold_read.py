@@ -52,7 +52,7 @@ from helpers.measure import Epoch, Rounds, alternate, pipeline_epoch
 from helpers.measure.cold_read import (advise_willneed, cached_fraction, can_drop_page_cache, drop_from_page_cache,
                                        read_raw)
 from helpers.measure.gpu_reference import gpu_appetite
-from helpers.storage.blocks import open_block_split
+from helpers.storage.blocks import open_block_split, read_block_split, write_block_split
 from helpers.storage.tfrecord.read import exact_length
 
 GOAL = "≥ 0.90"
@@ -78,18 +78,18 @@ def read_from_disk(directory, split, batch_size=256, *, shuffle=False, mix_block
                    parallel_reads=4, seed=None, verify=False, read_ahead=True, buffer_size=0):
     """Notebook 05's `read_blocks` with the change proposed for reading from the disk: each file, as the interleave
     takes it up, is first handed to `read_ahead_hint`, so that the kernel reads it whole, in large requests, while
-    the pipeline still works on the files before it. `read_ahead=False, buffer_size=0` is `read_blocks` itself;
+    the pipeline still works on the files before it. `read_ahead=False, buffer_size=2**18` is `read_blocks` itself;
     `buffer_size` is TFRecordDataset's read buffer (0: none, the lesson's choice). `split` may also be a list of
     splits of one image spec and block size, read as one (data written in parts, one `write_blocks` call each)."""
     splits = [split] if isinstance(split, str) else list(split)
     parts = [open_block_split(directory, name, verify=verify, batch_size=batch_size, mix_blocks=mix_blocks,
                               shuffle_blocks=shuffle_blocks, parallel_reads=parallel_reads) for name in splits]
     info = parts[0]
-    if any((p.spec, p.block_size) != (info.spec, info.block_size) for p in parts):
+    if any((p.tag, p.block_size) != (info.tag, info.block_size) for p in parts):
         raise ValueError(f"splits {splits} of {directory} differ in image spec or block size: read them apart")
     info = replace(info, files=[f for p in parts for f in p.files], total_records=sum(p.total_records for p in parts))
     where = f"block split{'s' * (len(splits) > 1)} {', '.join(map(repr, splits))} of {directory}"
-    parse = parse_block_fn(info.spec, where)
+    parse = parse_block_fn(info.tag, where)
     files = tf.data.Dataset.from_tensor_slices([str(f) for f in info.files])
     records = lambda file: tf.data.TFRecordDataset(file, buffer_size=buffer_size)
     if not shuffle:
@@ -128,7 +128,7 @@ def write_cold_split(directory: Path, n: int, shape: tuple, seed: int, file_mib:
     """`n` random images as block records in files of about `file_mib` MiB; the files."""
     images, labels = random_images(n, shape, seed)
     shards = max(MIN_FILES, round(images.nbytes / 2**20 / file_mib))
-    write_blocks(images, labels, directory, "train", num_shards=shards)
+    write_block_split(write_blocks, images, labels, directory, "train", num_shards=shards)
     return open_block_split(directory, "train").files
 
 
@@ -222,7 +222,8 @@ def measure(quick: bool) -> list[dict]:
             mix = mix_blocks_for(batch_size)
             measured = cold_alternation(files, {
                 "pipeline": lambda: read_from_disk(directory, "train", batch_size, shuffle=True, mix_blocks=mix),
-                "lesson": lambda: read_blocks(directory, "train", batch_size, shuffle=True, mix_blocks=mix),
+                "lesson": lambda: read_block_split(read_blocks, directory, "train", batch_size, shuffle=True,
+                                                   mix_blocks=mix),
             }, file_bytes / n, rounds)
             docs.append({"model": model, "n": n, "n_files": len(files), "file_bytes": file_bytes,
                          "batch_size": batch_size, **measured.to_json()})

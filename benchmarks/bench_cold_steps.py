@@ -6,7 +6,7 @@ Not part of the default run: `python -m benchmarks.run --only cold_steps [--quic
 The MLP's block records (MNIST-shaped random images, batch 1024), about 1 GB, written three times: in files of
 16, 64 and 256 MiB. Every side drops every file from the page cache first (`bench_cold_read.cold_alternation`).
 Steps (keys `cold_step_<name>`, each the step's MB/s / the raw read's MB/s of the same round):
-- lesson: `read_blocks` as notebook 05 has it: 4 files at once, no read buffer (reads of one record, 200 KB)
+- lesson: `read_blocks` as notebook 05 has it: 4 files at once, reads of 256 KiB (its `read_size`)
 - lesson_page_cache, willneed_page_cache: the same read from the page cache (the files read just before): what
   the pipeline costs when no read waits for the device
 - parallel_8, parallel_16: 8 or 16 files at once
@@ -33,7 +33,7 @@ from benchmarks.bench_cold_read import (MLP_BATCH, MLP_SHAPE, cold_alternation, 
 from benchmarks.run import Result
 from helpers.lessons.pipeline_profiling import write_blocks
 from helpers.measure.cold_read import can_drop_page_cache
-from helpers.storage.blocks import open_block_split
+from helpers.storage.blocks import open_block_split, write_block_split
 
 
 def sequential_hint(file):
@@ -73,7 +73,8 @@ def run(quick: bool) -> list[Result]:
     try:
         for file_mib in (64, 16, 256):
             directory = workdir / f"files-{file_mib}"
-            write_blocks(images, labels, directory, "train", num_shards=max(2, round(images.nbytes / 2**20 / file_mib)))
+            write_block_split(write_blocks, images, labels, directory, "train",
+                              num_shards=max(2, round(images.nbytes / 2**20 / file_mib)))
             files = open_block_split(directory, "train").files
             per_sample = sum(f.stat().st_size for f in files) / n
 

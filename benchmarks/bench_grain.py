@@ -39,6 +39,7 @@ import tensorflow as tf
 from benchmarks.run import Result, digits
 from benchmarks.shuffle_memory import MODES
 from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+from helpers.storage.blocks import read_block_split, write_block_split
 from helpers.lessons.resume_shuffle_grain import grain_batch_reads, grain_batches, grain_block_reads
 from helpers.measure import Samples, alternate, pipeline_epoch
 from helpers.measure.gpu_reference import GPU_NAME, gpu_appetite
@@ -103,14 +104,14 @@ def run(quick: bool) -> list[Result]:
         write_array_records(x, y, workdir / "array_record_blocks", "train", num_shards=8, num_classes=10,
                             compress=False, block_size=BLOCK)
         write_array_records(x, y, workdir / "array_record_zstd", "train", num_shards=8, num_classes=10)
-        write_blocks(x, y, workdir / "blocks", "train", num_shards=8)
+        write_block_split(write_blocks, x, y, workdir / "blocks", "train", num_shards=8)
         measured = alternate({
             "grain": lambda: pipeline_epoch(grain_pipeline(workdir / "array_record_blocks")),
             "batch_reads": lambda: pipeline_epoch(grain_batch_reads_pipeline(workdir / "array_record")),
             "per_record": lambda: pipeline_epoch(grain_per_record(workdir / "array_record_zstd",
                                                                   batches=PER_RECORD_BATCHES)),
-            "blocks": lambda: pipeline_epoch(read_blocks(workdir / "blocks", "train", BATCH, shuffle=True)
-                                             .prefetch(tf.data.AUTOTUNE)),
+            "blocks": lambda: pipeline_epoch(read_block_split(read_blocks, workdir / "blocks", "train", BATCH,
+                                                              shuffle=True).prefetch(tf.data.AUTOTUNE)),
         }, rounds=rounds, warmup=1)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

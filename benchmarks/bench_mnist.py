@@ -68,6 +68,7 @@ from helpers.lessons.tfdata_mnist import article_mlp, make_cached_ds, make_train
 from helpers.lessons.tfrecord_conversion import parse_batch
 from helpers.storage.tfrecord import readable_shards, write_shards
 from helpers.lessons.pipeline_profiling import BLOCK_SIZE, article_pipeline, read_blocks, write_blocks
+from helpers.storage.blocks import read_block_split, write_block_split
 
 INDISTINGUISHABLE = "median ≥ 0.95 and holds 1"   # training from files as fast as from memory, as rounds can tell
 
@@ -93,7 +94,8 @@ def recommended(directory: Path, batch_size: int) -> tf.data.Dataset:
     skips the shuffle inside such a window (a batch's order does not change its gradient)."""
     blocks_per_batch = batch_size // BLOCK_SIZE
     mix_blocks = blocks_per_batch if blocks_per_batch >= 4 and batch_size % BLOCK_SIZE == 0 else 8
-    return read_blocks(directory, "train", batch_size, shuffle=True, mix_blocks=mix_blocks).prefetch(tf.data.AUTOTUNE)
+    return read_block_split(read_blocks, directory, "train", batch_size, shuffle=True,
+                            mix_blocks=mix_blocks).prefetch(tf.data.AUTOTUNE)
 
 
 def seed_pipeline(directory: Path, batch_size: int) -> tf.data.Dataset:
@@ -118,9 +120,11 @@ def run(quick: bool) -> list[Result]:
         write_shards(zip(x, y), workdir / "raw", "train", 16, total=n, progress=False)
         write_shards(zip(x[:n_seed], y[:n_seed]), workdir / "float", "train", 16, total=n_seed, encoding="float_list",
                      progress=False)
-        write_blocks(x, y, workdir / "blocks", "train", num_shards=8)
-        write_blocks(x[:n_small_batch], y[:n_small_batch], workdir / "blocks-small", "train", num_shards=8)
-        write_blocks(np.concatenate([x] * 5), np.concatenate([y] * 5), workdir / "blocks-large", "train", num_shards=16)
+        write_block_split(write_blocks, x, y, workdir / "blocks", "train", num_shards=8)
+        write_block_split(write_blocks, x[:n_small_batch], y[:n_small_batch], workdir / "blocks-small", "train",
+                          num_shards=8)
+        write_block_split(write_blocks, np.concatenate([x] * 5), np.concatenate([y] * 5), workdir / "blocks-large",
+                          "train", num_shards=16)
         cache_file = workdir / "cache" / "train"
         cache_file.parent.mkdir()
 

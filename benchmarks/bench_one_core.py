@@ -47,6 +47,7 @@ import numpy as np
 from benchmarks.run import Result, digits, one_core_child
 from helpers.data.standins import make_cifar_like
 from helpers.lessons.pipeline_profiling import write_blocks
+from helpers.storage.blocks import write_block_split
 from helpers.measure import alternate
 from helpers.measure.gpu_reference import gpu_appetite
 from helpers.storage.tfrecord import write_shards
@@ -69,8 +70,9 @@ def run(quick: bool) -> list[Result]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-one-core-"))
     try:
         mlp_dir, ae_dir, raw_dir = workdir / "mnist-blocks", workdir / "cifar-blocks", workdir / "cifar-tfrecord"
-        write_blocks(np.concatenate([x] * 5), np.concatenate([y] * 5), mlp_dir, "train", num_shards=16)
-        write_blocks(cifar[many], cifar_labels[many, 0], ae_dir, "train", num_shards=16)
+        write_block_split(write_blocks, np.concatenate([x] * 5), np.concatenate([y] * 5), mlp_dir, "train",
+                          num_shards=16)
+        write_block_split(write_blocks, cifar[many], cifar_labels[many, 0], ae_dir, "train", num_shards=16)
         write_shards(((cifar[i], cifar_labels[i, 0]) for i in many), raw_dir, "train", 16, total=n_ae, progress=False)
         pipelines = {
             "mlp": ("benchmarks.bench_mnist:recommended", {"directory": str(mlp_dir), "batch_size": MLP_BATCH}),

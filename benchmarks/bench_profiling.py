@@ -37,15 +37,17 @@ from benchmarks.run import Result, digits
 from helpers.measure.peak_memory import peak_training_memory
 from helpers.measure import Samples, alternate, pipeline_epoch
 from helpers.storage.tfrecord import write_shards
-from helpers.lessons.pipeline_profiling import read_blocks, train_one_epoch, write_blocks
+from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+from helpers.measure.memory_budget import train_one_epoch
+from helpers.storage.blocks import read_block_split, write_block_split
 from helpers.lessons.tfdata_mnist import article_mlp
 
 
 def optimized_vs_naive(workdir: Path, x: np.ndarray, y: np.ndarray, rounds: int) -> Result:
     write_shards(zip(x, y), workdir / "float", "train", 8, total=len(x), encoding="float_list", progress=False)
-    write_blocks(x, y, workdir / "blocks", "train", num_shards=8)
+    write_block_split(write_blocks, x, y, workdir / "blocks", "train", num_shards=8)
     measured = alternate({
-        "best": lambda: pipeline_epoch(read_blocks(workdir / "blocks", "train", 256, shuffle=True)
+        "best": lambda: pipeline_epoch(read_block_split(read_blocks, workdir / "blocks", "train", 256, shuffle=True)
                                        .prefetch(tf.data.AUTOTUNE)),
         "article": lambda: pipeline_epoch(seed_pipeline(workdir / "float", 256)),
     }, rounds=rounds, warmup=1)

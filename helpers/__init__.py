@@ -6,7 +6,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
       tfrecord_conversion.py    the record format, `write_tfrecords`, `parse_batch`, `read_tfrecords` (02)
       pydataset_autoencoder.py  PyDatasets over arrays and PNG files, the autoencoder, tf.data PNGs (03)
       tfdata_mnist.py           the training pipeline over plain file lists, cached, the article's MLP (04)
-      pipeline_profiling.py     block records, the article's pipeline, the method (`diagnose`), timelines (05)
+      pipeline_profiling.py     block records over lists of files, the article's pipeline, timelines, cold reads (05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
       capstone_photos.py        the photo records, the photo pipelines, the classifier (07)
       resume_shuffle_grain.py   the id-logging MLP, exact resume with `fit`, index shuffles, Grain (08)
@@ -16,25 +16,29 @@ Where each part lives (folder/module · its one job · the notebooks that import
     setup/processes.py          child processes that stop with their parent; ports                   -
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08 99
     data/standins.py            generated stand-ins for quick mode without the real files            -
+    data/photo_sized.py         MNIST digits enlarged to a photo's size, in splits of so many MiB    05
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
     storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      08
     storage/labels.py           the one check of class labels: every writer, every label file read   -
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 04 05 06 07
-    storage/blocks.py           block records' file names, index and integrity                       05
+    storage/blocks.py           block records' file names, index and integrity                       05 08 99
     storage/array_record.py     ArrayRecord shards for Grain: atomic, resumable, with a manifest;    08
                                 batch reads, one call per shard
     storage/png_folder.py       folders of PNG files with a label file                               03
     storage/packed_images.py    images as raw uint8 in one .npy file, for a memory map               03
     storage/photo_scan.py       every file of a photo folder looked at: what it is, whether usable   07
-    measure/core.py             the timing core: intervals of the median, alternating rounds        01 02 03 04 05 06 07 08
+    measure/core.py             the timing core: intervals of the median, alternating rounds        02 03 04 05 06 07 08
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  05 08
-    measure/full_run.py         the maintainers' last full benchmark run, read by key               05 08
-    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 03 04 06 99
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               08
+    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 03 04 05 06 99
                                 appetite, dot plot, table
     measure/figures_by_row.py   the stored full run's figures behind a table of choices, by row      99
     measure/padding.py          how much of a batch of token sequences is padding, counted           99
     measure/model_charts.py     a classifier's mistakes drawn: predicted test images, confusion matrix  04
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05
+    measure/memory_budget.py    one epoch loaded or streamed, in children under a memory budget      05
+    measure/diagnose.py         the method packaged: three timings, waiting and CPU shares, verdict  05 99
+    measure/timeline_chart.py   pipeline timelines drawn side by side                                05
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     measure/photo_charts.py     notebook 07's pictures: a photo folder, test photos and their guesses  07
     measure/model_cost.py       a model's multiply-adds, and a GPU's appetite carried over by them   07

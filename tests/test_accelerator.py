@@ -13,7 +13,7 @@ from helpers.setup.accelerator import REHEARSAL_ENV, Accelerator, rehearsed_gpus
 from helpers.setup.processes import child_environment
 
 # What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
-CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
+CHILD = {"train": "helpers.measure.memory_budget:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
 
 ROOT = Path(__file__).resolve().parent.parent
 

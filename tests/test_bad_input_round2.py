@@ -21,12 +21,20 @@ import tensorflow as tf
 from helpers.storage import tfrecord as T
 from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
 from helpers.storage.tfrecord import ShardError
-from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
-from helpers.storage.blocks import read_block_index
+from helpers.lessons import pipeline_profiling as lesson
+from helpers.storage.blocks import read_block_index, read_block_split, write_block_split
 from tests.test_bad_input import edit_manifest, finishes_within, small_split
 
+
+def write_blocks(x, y, directory, split, **options):   # notebook 05's writer inside the plumbing
+    return write_block_split(lesson.write_blocks, x, y, directory, split, **options)
+
+
+def read_blocks(directory, split, batch_size=256, **options):   # the plumbing's checks, then the lesson's reader
+    return read_block_split(lesson.read_blocks, directory, split, batch_size, **options)
+
 # What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
-CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
+CHILD = {"train": "helpers.measure.memory_budget:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,8 +70,9 @@ def test_a_rewrite_of_a_block_split_killed_after_its_first_file_reads_back_the_o
                 os.kill(os.getpid(), signal.SIGKILL)   # kill -9 right after the first new file is in place
         os.replace = replace_then_die
         from helpers.lessons.pipeline_profiling import write_blocks
-        write_blocks(np.full((600, 4, 4), 2, np.uint8), np.arange(600) % 10, {str(tmp_path)!r}, "train",
-                     num_shards=3, block_size=50)
+        from helpers.storage.blocks import write_block_split
+        write_block_split(write_blocks, np.full((600, 4, 4), 2, np.uint8), np.arange(600) % 10, {str(tmp_path)!r},
+                          "train", num_shards=3, block_size=50)
     """)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert pixel_values(tmp_path) == {1}             # the old write, whole: never 1s and 2s together
@@ -117,6 +126,10 @@ def test_an_index_edited_to_another_spec_of_the_same_size_is_refused(tmp_path, s
     index = tmp_path / "train.blocks.json"
     doc = json.loads(index.read_text())
     doc["spec"]["image"] = {"shape": shape, "dtype": dtype}
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match="its layout tag 'uint8 \\(4, 4\\) -> int64 \\(\\)' does not start with"):
+        read_blocks(tmp_path, "train", 100)
+    doc["tag"] = f"{dtype} {tuple(shape)} -> int64 ()"   # the index edited all through: the first block refuses it
     index.write_text(json.dumps(doc))
     with pytest.raises(ShardError, match=r"holds uint8 \(4, 4\) images, but train\.blocks\.json says"):
         read_blocks(tmp_path, "train", 100)

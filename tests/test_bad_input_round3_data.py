@@ -16,6 +16,7 @@ from helpers.storage import photo_scan
 from helpers.scale.parallel_conversion import ConversionProcesses
 from helpers.storage.photo_scan import inspect_photo, jpeg_end
 from helpers.lessons.pipeline_profiling import write_blocks
+from helpers.storage.blocks import write_block_split
 from helpers.scale.beam import save_source
 from helpers.storage.labels import class_label, class_labels
 from helpers.storage.png_folder import PngFolderError, export_png_folder, read_labels
@@ -50,7 +51,7 @@ def png_writer(images, labels, out, num_classes):
 
 
 def blocks_writer(images, labels, out, num_classes):
-    write_blocks(images, labels, out, "train", num_shards=1, block_size=2, num_classes=num_classes)
+    write_block_split(write_blocks, images, labels, out, "train", num_shards=1, block_size=2, num_classes=num_classes)
 
 
 def source_writer(images, labels, out, num_classes):

@@ -233,12 +233,13 @@ def test_the_bigger_than_ram_quick_run_prints_its_keys_and_leaves_nothing(tmp_pa
 def test_read_from_disk_reads_every_image_of_several_splits_once(tmp_path):
     from benchmarks.bench_cold_read import read_from_disk
     from helpers.lessons.pipeline_profiling import write_blocks
+    from helpers.storage.blocks import write_block_split
 
     images = np.arange(1_000 * 28 * 28, dtype=np.uint32).astype(np.uint8).reshape(1_000, 28, 28)
     images[:, 0, :3] = np.stack([np.arange(1_000) // 256, np.arange(1_000) % 256, np.zeros(1_000)], 1)   # an id each
     labels = np.arange(1_000) % 10
-    write_blocks(images[:600], labels[:600], tmp_path, "part000", num_shards=3)
-    write_blocks(images[600:], labels[600:], tmp_path, "part001", num_shards=2)
+    write_block_split(write_blocks, images[:600], labels[:600], tmp_path, "part000", num_shards=3)
+    write_block_split(write_blocks, images[600:], labels[600:], tmp_path, "part001", num_shards=2)
     for options in ({}, {"read_ahead": False}, {"buffer_size": 2**16, "parallel_reads": 2}):
         ds = read_from_disk(tmp_path, ["part000", "part001"], 128, shuffle=True, **options)
         assert len(ds) == 8
@@ -247,7 +248,7 @@ def test_read_from_disk_reads_every_image_of_several_splits_once(tmp_path):
         ids = x[:, 0, 0].astype(int) * 256 + x[:, 0, 1]
         assert sorted(ids) == list(range(1_000)), options
         assert (x == images[ids]).all() and (y == labels[ids]).all()
-    write_blocks(images[:10].repeat(2, axis=1), labels[:10], tmp_path, "other", num_shards=1)
+    write_block_split(write_blocks, images[:10].repeat(2, axis=1), labels[:10], tmp_path, "other", num_shards=1)
     import pytest
     with pytest.raises(ValueError, match="differ in image spec"):
         read_from_disk(tmp_path, ["part000", "other"], 128)

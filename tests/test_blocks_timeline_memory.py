@@ -1,4 +1,5 @@
-"""Block records, pipeline timelines and peak memory in a child process (notebook 05's helpers)."""
+"""Block records (notebook 05's writer and reader with the plumbing beside them), pipeline timelines and peak memory
+in a child process."""
 import json
 import time
 from pathlib import Path
@@ -10,12 +11,21 @@ import tensorflow as tf
 from helpers.measure.peak_memory import MemoryRun, peak_training_memory
 from helpers.data.standins import make_digits
 from helpers.storage.tfrecord import FeatureSpec, ShardError, write_shards
-from helpers.lessons.pipeline_profiling import (STEP, WAIT, parse_block_fn, read_blocks, record_timeline, start_spans,
-                                                traced_map, write_blocks)
+from helpers.lessons import pipeline_profiling as lesson
+from helpers.lessons.pipeline_profiling import STEP, WAIT, parse_block_fn, record_timeline, start_spans, traced_map
+from helpers.storage import blocks as plumbing
 from helpers.storage.blocks import block_file_name, read_block_index
 
+
+def write_blocks(x, y, directory, split, **options):   # the lesson's writer inside the plumbing
+    return plumbing.write_block_split(lesson.write_blocks, x, y, directory, split, **options)
+
+
+def read_blocks(directory, split, batch_size=256, **options):   # the plumbing's checks, then the lesson's reader
+    return plumbing.read_block_split(lesson.read_blocks, directory, split, batch_size, **options)
+
 # What the peak-memory child runs, by name: notebook 05's train_one_epoch on notebook 04's MLP.
-CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
+CHILD = {"train": "helpers.measure.memory_budget:train_one_epoch", "model": "helpers.lessons.tfdata_mnist:article_mlp"}
 
 
 @pytest.fixture(scope="module")
@@ -120,13 +130,58 @@ def test_a_wrong_image_spec_fails_instead_of_cutting_images_wrongly(blocks):
     index = blocks / "train.blocks.json"
     doc = json.loads(index.read_text())
     doc["spec"]["image"]["shape"] = [28, 27]
+    doc["tag"] = "uint8 (28, 27) -> int64 ()"
     index.write_text(json.dumps(doc))
     with pytest.raises(ShardError, match=r"holds uint8 \(28, 28\) images, but train\.blocks\.json says uint8 \(28, 27\)"):
         read_blocks(blocks, "train")
     # The parse checks every block too, before it cuts the bytes into images.
     record = next(iter(tf.data.TFRecordDataset(str(read_block_index_files(blocks)[0]))))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"does not hold uint8 \(28, 27\) images"):
-        parse_block_fn(FeatureSpec((28, 27), "uint8"))(record)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"does not hold uint8 \(28, 27\) -> int64"):
+        parse_block_fn("uint8 (28, 27) -> int64 ()")(record)
+
+
+def test_an_index_whose_targets_differ_from_its_blocks_is_refused(blocks):
+    index = blocks / "train.blocks.json"
+    doc = json.loads(index.read_text())
+    doc["tag"] = "uint8 (28, 28) -> float64 ()"   # labels of the same byte count, read as floats
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match=r"holds blocks of uint8 \(28, 28\) -> int64 \(\), but train\.blocks\.json"):
+        read_blocks(blocks, "train")
+
+
+def test_the_plumbing_and_the_lesson_write_the_same_spec():
+    for x, y in [(np.zeros((3, 28, 28), np.uint8), np.zeros(3, np.int64)),
+                 (np.zeros((3, 12), np.float32), np.zeros((3, 2), np.float32))]:
+        assert plumbing.block_spec(x, y) == lesson.block_spec(x, y)
+        assert plumbing.spec_tag(FeatureSpec.of(x[0])) == lesson.block_spec(x, y).split(" -> ")[0]
+
+
+def test_float_rows_with_float_targets_are_written_and_read_back(tmp_path):
+    rng = np.random.default_rng(0)
+    rows, targets = rng.normal(size=(500, 12)).astype(np.float32), rng.normal(size=(500, 3))   # float64 targets
+    write_blocks(rows, targets, tmp_path, "rows", num_shards=3, block_size=64, classes=False)
+    assert read_block_index(tmp_path, "rows").tag == "float32 (12,) -> float64 (3,)"
+    x, y = (np.concatenate([p.numpy() for p in parts]) for parts in zip(*read_blocks(tmp_path, "rows", 100)))
+    assert np.array_equal(x, rows) and np.array_equal(y, targets)
+    shuffled = np.concatenate([y.numpy() for _, y in read_blocks(tmp_path, "rows", 100, shuffle=True, mix_blocks=2)])
+    assert sorted(map(tuple, shuffled)) == sorted(map(tuple, targets))
+    with pytest.raises(ValueError, match="labels must be whole numbers"):   # as classes, floats are refused
+        write_blocks(rows, targets[:, 0], tmp_path, "as-classes", num_shards=2)
+    bad = targets.copy()
+    bad[7, 1] = np.nan
+    with pytest.raises(ValueError, match="the target at position 7 is not a finite number"):
+        write_blocks(rows, bad, tmp_path, "nan", num_shards=2, classes=False)
+    assert not (tmp_path / "nan.blocks.json").exists() and not list(tmp_path.glob("nan-*"))
+
+
+def test_a_writer_that_leaves_a_shard_empty_gets_no_index(tmp_path):
+    def lazy(x, y, files, block_size):   # writes every file but the last
+        lesson.write_blocks(x, y, files[:-1], block_size)
+
+    with pytest.raises(RuntimeError, match="empty or missing"):
+        plumbing.write_block_split(lazy, np.zeros((40, 2, 2), np.uint8), np.zeros(40, int), tmp_path, "lazy",
+                                   num_shards=4)
+    assert not (tmp_path / "lazy.blocks.json").exists() and not list(tmp_path.glob("*.partial"))
 
 
 def read_block_index_files(directory):
@@ -167,7 +222,7 @@ def test_plot_timeline_draws_one_bar_per_stage_per_batch():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from helpers.lessons.pipeline_profiling import plot_timeline
+    from helpers.measure.timeline_chart import plot_timeline
 
     ds = traced_map(start_spans(tf.data.Dataset.range(6).batch(2)), lambda x: x + 1, "add")
     timeline = record_timeline(ds)
@@ -210,7 +265,7 @@ def test_the_memory_child_runs_only_a_named_function_of_the_helpers_package(tmp_
 
 
 def test_the_memory_child_names_the_function_it_was_given():
-    from helpers.lessons.pipeline_profiling import train_one_epoch
+    from helpers.measure.memory_budget import train_one_epoch
     from helpers.measure.peak_memory import function_name, load_function
 
     assert function_name(train_one_epoch) == CHILD["train"] and load_function(CHILD["train"]) is train_one_epoch

@@ -13,7 +13,7 @@ from helpers.data.standins import make_digits
 from helpers.measure.peak_memory import FULL_RUN, budget_unavailable, peak_memory_each, peak_training_memory
 from helpers.storage.tfrecord import write_shards
 
-CHILD = {"train": "helpers.lessons.pipeline_profiling:train_one_epoch",
+CHILD = {"train": "helpers.measure.memory_budget:train_one_epoch",
          "model": "helpers.lessons.tfdata_mnist:article_mlp"}
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,7 +132,7 @@ def test_the_stored_full_run_figure_is_the_benchmarks_last_full_run():
 
 
 def test_the_large_split_is_written_once_and_written_again_when_a_shard_was_cut_short(tmp_path):
-    from helpers.lessons.pipeline_profiling import write_large_split
+    from helpers.data.photo_sized import write_large_split
 
     x, y = make_digits(8, seed=3)
     first = write_large_split(x, y, tmp_path, 1, num_shards=2)   # 1 MiB: 8 photo-sized images, cycled

@@ -2,7 +2,7 @@
 
 What the child runs is given by the caller: a function that builds the model for the split's images
 (`model(image_shape)`) and one that trains it for one epoch (`train(model, mode, directory, split, batch_size)`;
-notebook 05's `train_one_epoch` loads everything into arrays or streams from shards). They cross to the child as
+`helpers.measure.memory_budget.train_one_epoch` loads everything into arrays or streams from shards). They cross to the child as
 importable "module:function" names inside the `helpers` package, so nothing passed on its command line can become
 other code to run. A process's peak resident set size (RSS) only ever grows, and TensorFlow keeps memory it has used,
 so each run is a fresh Python process: it builds the model, notes its resident memory (the floor every run pays,
@@ -10,12 +10,12 @@ whatever the data), trains one epoch and reports its own peak. On Linux the peak
 the process's memory (`VmHWM` in `/proc/self/status`), not `getrusage`'s `ru_maxrss`: a child started from a large
 parent (a notebook kernel with TensorFlow loaded) inherits the parent's `ru_maxrss` across `fork` and `exec`.
 
-    from helpers.lessons.pipeline_profiling import train_one_epoch
+    from helpers.measure.memory_budget import train_one_epoch
     from helpers.lessons.tfdata_mnist import article_mlp
     peak_training_memory("load", "data/mnist-tfrecord", "train", train=train_one_epoch, model=article_mlp)
     peak_training_memory("stream", "data/big", "train", headroom_mib=256, train=..., model=...)  # under a budget
     peak_memory_each("stream", ["data/small", "data/big"], "train", ...)   # one child, each split in turn
-    python -m helpers.measure.peak_memory helpers.lessons.pipeline_profiling:train_one_epoch \\
+    python -m helpers.measure.peak_memory helpers.measure.memory_budget:train_one_epoch \\
         helpers.lessons.tfdata_mnist:article_mlp stream train 256 go data/mnist-tfrecord   # what the child runs
 
 **The budget** is a limit on the child's resident memory, enforced from here: a watchdog reads the child's RSS
