@@ -3,7 +3,7 @@ the page cache, where they buy little on 2 cores.
 
 Keys:
 - slow_store_parallel_interleave_gain: the same shards read by tf.data through the slow store
-  (helpers/scale/slow_store.py), one file at a time with nothing overlapped / with `interleave(cycle_length=8,
+  (helpers/storage/slow_store.py), one file at a time with nothing overlapped / with `interleave(cycle_length=8,
   num_parallel_calls=8)` (8 files read at once, as notebooks 04 to 06 name their parallelism), a parallel parse
   and `prefetch` (goal > 1 on the interval's low end): where the time goes to waiting, overlapping waits is the gain.
 - page_cache_parallel_interleave_gain: the same two pipelines on the same shards in the page cache (reported: on 2
@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from benchmarks.run import Result, digits
 from helpers.measure import alternate, pipeline_epoch
-from helpers.scale.slow_store import mounted_slow_store, slow_store_available
+from helpers.storage.slow_store import mounted_slow_store, slow_store_available
 from helpers.storage.tfrecord import parse_batch_fn, read_manifest, write_shards
 
 STORE = dict(open_latency_ms=30, read_latency_ms=5, bandwidth_mb_s=100)

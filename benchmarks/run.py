@@ -5,6 +5,10 @@
     python -m benchmarks.run --json     # one JSON object {key: ratio, ..., "intervals": {...}} on stdout
     python -m benchmarks.run --only tfrecord
     python -m benchmarks.run --only bigger_than_ram   # on request only (see ON_REQUEST)
+    python -m benchmarks.run > helpers/measure/last_full_run.txt   # the maintainers' full run, stored
+
+The stored full run ships with the package (helpers/measure/last_full_run.txt): the notebooks print its figures
+beside their own quick ones (helpers.measure.full_run), on Colab too.
 
 Each module defines `run(quick: bool) -> list[Result]`. A ratio compares two things measured
 in this same run, in rounds whose order alternates (A B, then B A: `helpers.measure.alternate`),

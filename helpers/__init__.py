@@ -14,6 +14,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     setup/notebook.py           the setup cell: quiet TensorFlow, seeds, versions, the branch        01 02 03 04 05 06 07 08 99
     setup/accelerator.py        the CPU or GPU branch, and the GPU branch rehearsed on a CPU          -
     setup/processes.py          child processes that stop with their parent; ports                   -
+    setup/check.py              is this machine ready: versions, data, disk, servers, platform       -
     data/datasets.py            MNIST and CIFAR-10 from data/, Keras's cache or a download           01 02 03 04 05 06 08 99
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photo_sized.py         MNIST digits enlarged to a photo's size, in splits of so many MiB    05
@@ -27,9 +28,11 @@ Where each part lives (folder/module · its one job · the notebooks that import
     storage/png_folder.py       folders of PNG files with a label file                               03
     storage/packed_images.py    images as raw uint8 in one .npy file, for a memory map               03
     storage/photo_scan.py       every file of a photo folder looked at: what it is, whether usable   07
+    storage/slow_store.py       a folder served read-only through FUSE with a remote store's waits  04 05 07
     measure/core.py             the timing core: intervals of the median, alternating rounds        02 03 04 05 06 07 08
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  05 08
-    measure/full_run.py         the maintainers' last full benchmark run, read by key               08
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               08 99
+                                (last_full_run.txt beside it, installed with the package)
     measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 03 04 05 06 99
                                 appetite, dot plot, table
     measure/figures_by_row.py   the stored full run's figures behind a table of choices, by row      99
@@ -54,11 +57,9 @@ Where each part lives (folder/module · its one job · the notebooks that import
     scale/multi_worker.py       starting the multi-worker training processes                         06
     scale/beam.py               the Beam conversion's source files and its job launcher              06
     scale/parallel_conversion.py  photos converted to record shards by several processes at once    07
-    scale/slow_store.py         a folder served read-only through FUSE with a remote store's waits  04 05 07
     diagrams.py                 diagrams of the pipelines and clusters, drawn with matplotlib        04 06
-    scale/killed_run.py         training runs killed by SIGKILL mid-epoch, threads of a child        08
-    scale/other_backend.py      the same training on another Keras backend, in a child process       08
-    check.py                    is this machine ready: versions, data, disk, servers, platform       -
+    training_runs/killed_run.py  training runs killed by SIGKILL mid-epoch, threads of a child       08
+    training_runs/other_backend.py  the same training on another Keras backend, in a child process  08
 
 A module that lists no notebook is used by other helpers, the tests or the benchmarks. `measure/core.py` is
 imported as `helpers.measure`.

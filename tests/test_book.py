@@ -182,7 +182,7 @@ def _docs(folder, untitled=True):
     folder.mkdir()
     (folder / "reading-figures.md").write_text(
         "# How to read the figures\n\n## Rounds\n\n[the keys](benchmarks.md#the-keys) [04](../notebooks/04_x.ipynb) "
-        "[99](../notebooks/99_y.ipynb) [the run](../benchmarks/last_full_run.txt) [home](../README.md) "
+        "[99](../notebooks/99_y.ipynb) [the run](../helpers/measure/last_full_run.txt) [home](../README.md) "
         "[here](#rounds) [away](https://example.org/a.md) [gone](missing.md)\n")
     (folder / "benchmarks.md").write_text("# Benchmarks\n\n## The keys\n\n[figures](reading-figures.md#rounds)\n")
     if untitled:
@@ -203,7 +203,7 @@ def test_the_docs_pages_are_pages_of_the_book_with_their_links_made_for_the_site
     text = (src / "docs" / "reading-figures.md").read_text()
     assert "[the keys](benchmarks.md#the-keys)" in text and "[04](../04_x.ipynb)" in text
     assert f"[99]({REPO_URL}/blob/{REPO_BRANCH}/notebooks/99_y.ipynb)" in text
-    assert f"[the run]({REPO_URL}/blob/{REPO_BRANCH}/benchmarks/last_full_run.txt)" in text
+    assert f"[the run]({REPO_URL}/blob/{REPO_BRANCH}/helpers/measure/last_full_run.txt)" in text
     assert "[home](../index.md)" in text and "[here](#rounds)" in text and "(https://example.org/a.md)" in text
     assert "[gone](missing.md)" in text
     assert "[figures](reading-figures.md#rounds)" in (src / "docs" / "benchmarks.md").read_text()

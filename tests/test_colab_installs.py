@@ -110,7 +110,7 @@ def test_every_extra_a_colab_cell_names_exists():
 
 
 def test_the_check_follows_the_helpers_and_sees_a_guarded_import_as_optional():
-    assert "mfusepy" in third_party_imports("from helpers.scale.slow_store import mounted_slow_store")
+    assert "mfusepy" in third_party_imports("from helpers.storage.slow_store import mounted_slow_store")
     assert "grain" in third_party_imports("import grain")
     assert "skimage" in third_party_imports("from importlib.util import find_spec\nfind_spec('skimage')")
     assert third_party_imports("try:\n    import jax\nexcept ImportError:\n    jax = None") == set()

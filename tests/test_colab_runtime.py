@@ -24,7 +24,9 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 # pandas, scipy, torch and more); the versions are the tested set's.
 PREINSTALLED = ["tensorflow", "keras", "numpy", "matplotlib", "pillow", "tqdm", "scikit-image", "jax",
                 "ipykernel", "nbclient", "nbformat"]
-NOTEBOOKS = ["06", "07", "08"]   # the ones whose extras Colab does not preinstall: Beam, mfusepy, Grain and ArrayRecord
+# The ones whose extras Colab does not preinstall (Beam, mfusepy, Grain and ArrayRecord), and 99, which reads the
+# stored full run from the installed package: no checkout there.
+NOTEBOOKS = ["06", "07", "08", "99"]
 RUN = """
 import sys, nbformat, nbclient
 path = sys.argv[1]

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.lessons.resume_shuffle_grain import id_mlp, seen_ids, train_exact, train_with_backup, training_data
-from helpers.scale.killed_run import run_killed
+from helpers.training_runs.killed_run import run_killed
 
 N, EPOCHS, BATCH, SAVE_EVERY = 640, 3, 64, 3   # 10 batches an epoch
 PER_EPOCH = N // BATCH

@@ -1,4 +1,9 @@
 """The stored full run is read by key: medians, intervals, sizes without one, and clear errors."""
+import shutil
+import subprocess
+import sys
+import zipfile
+
 import pytest
 
 from helpers.measure.full_run import FULL_RUN_FILE, full_run_figure, read_full_run
@@ -22,18 +27,19 @@ def test_a_row_is_read_with_its_interval_detail_and_run(tmp_path):
     assert figure.detail == "float_list 1,967 ms, raw 106 ms (medians)"
     assert figure.run == "15.4 min on 2 cores (x86_64), Python 3.11.7"
     assert figure.brief(".1f") == "21.0× (14.1–25.9)"
-    assert figure.beside(".1f") == "full run: 21.0× (14.1–25.9) (some_ratio_ae in benchmarks/last_full_run.txt)"
+    assert figure.beside(".1f") == "full run: 21.0× (14.1–25.9) (some_ratio_ae in helpers/measure/last_full_run.txt)"
     size = full_run_figure("a_size", path)
     assert size.interval is None and size.brief() == "1.07×"
     assert full_run_figure("big_headroom", path).interval == (282.338, 492.813)
 
 
-def test_an_unknown_key_names_the_file_and_a_missing_file_gives_none(tmp_path):
+def test_an_unknown_key_and_a_missing_file_are_named(tmp_path):
     path = tmp_path / "last_full_run.txt"
     path.write_text(STORED, encoding="utf-8")
     with pytest.raises(KeyError, match="no_such_key"):
         full_run_figure("no_such_key", path)
-    assert full_run_figure("some_ratio_ae", tmp_path / "absent.txt") is None
+    with pytest.raises(FileNotFoundError, match="absent.txt"):
+        full_run_figure("some_ratio_ae", tmp_path / "absent.txt")
 
 
 @pytest.mark.parametrize("key", ["tfrecord_raw_vs_float_list_write", "tfrecord_bytes_per_raw_byte",
@@ -43,12 +49,19 @@ def test_the_stored_run_holds_the_keys_notebooks_02_and_03_print(key):
     assert full_run_figure(key).median > 0
 
 
-def test_beside_full_run_points_at_the_file_when_it_is_absent(monkeypatch, tmp_path):
-    import helpers.measure.full_run as full_run
-
-    monkeypatch.setattr(full_run, "FULL_RUN_FILE", tmp_path / "absent.txt")
-    monkeypatch.setattr(full_run.full_run_figure, "__defaults__", (tmp_path / "absent.txt",))
-    assert "in the repository" in full_run.beside_full_run("cold_read_slowdown")
+def test_the_stored_run_is_installed_with_the_package(tmp_path):
+    """A wheel built from the package's files holds the stored run (notebook 99 reads it on Colab, where there is
+    no checkout), byte for byte."""
+    root = FULL_RUN_FILE.parents[2]
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, tmp_path / name)
+    shutil.copytree(root / "helpers", tmp_path / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
+                            "print(build_meta.build_wheel(sys.argv[1]))", str(tmp_path / "dist")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    with zipfile.ZipFile(tmp_path / "dist" / built.stdout.split()[-1]) as wheel:
+        assert wheel.read("helpers/measure/last_full_run.txt") == FULL_RUN_FILE.read_bytes()
 
 
 def test_the_stored_run_parses_with_intervals_and_details():
@@ -70,6 +83,7 @@ def test_a_file_that_is_no_table_is_named(tmp_path):
 
 
 def test_missing_file_and_unknown_key(tmp_path):
-    assert full_run_figure("slow_store_parallel_interleave_gain", tmp_path / "absent.txt") is None
+    with pytest.raises(FileNotFoundError, match="absent.txt"):
+        full_run_figure("slow_store_parallel_interleave_gain", tmp_path / "absent.txt")
     with pytest.raises(KeyError, match="no_such_key"):
         full_run_figure("no_such_key")

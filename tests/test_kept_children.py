@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNEL = textwrap.dedent("""
     import json, signal, sys, threading
     from pathlib import Path
-    from helpers.scale.killed_run import KilledRuns
-    from helpers.scale.other_backend import BackendRun
+    from helpers.training_runs.killed_run import KilledRuns
+    from helpers.training_runs.other_backend import BackendRun
     from helpers.setup.processes import ChildProcesses
 
     folder = Path(sys.argv[1])

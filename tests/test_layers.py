@@ -1,6 +1,8 @@
 """The plumbing a lesson stands on sits below it: no module of helpers/setup, data, storage or measure imports
 `helpers.lessons` (issue 28). A lesson may use that plumbing; the plumbing takes lesson code only as an argument
-(peak_memory's "module:function"). helpers/scale stands above the lessons: it launches their code in processes."""
+(peak_memory's "module:function"). helpers/scale (notebook 06's launchers, notebook 07's conversion processes) and
+helpers/training_runs (notebook 08's training runs in child processes) stand above the lessons: they run lesson code
+in other processes."""
 import ast
 from pathlib import Path
 

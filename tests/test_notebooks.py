@@ -121,7 +121,7 @@ def test_a_saved_cell_may_only_define_things(body):
 # start() loads TensorFlow with C-level stderr silenced; a helper imported above it that loads TensorFlow first
 # prints TensorFlow's C++ start-up lines into the learner's output.
 TENSORFLOW_FREE = ("helpers.setup.config", "helpers.setup.notebook", "helpers.data.datasets", "helpers.data.photos",
-                   "helpers.scale.killed_run")   # 08 starts its killed-run child before start(), to overlap imports
+                   "helpers.training_runs.killed_run")   # 08 starts its killed-run child before start(), to overlap imports
 
 
 def test_the_modules_a_setup_cell_may_import_before_start_do_not_load_tensorflow():

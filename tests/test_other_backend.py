@@ -1,10 +1,11 @@
-"""The same training on another Keras backend in a child process (helpers/scale/other_backend.py, notebook 08 §5)."""
+"""The same training on another Keras backend in a child process (helpers/training_runs/other_backend.py,
+notebook 08 §5)."""
 import importlib.util
 
 import numpy as np
 import pytest
 
-from helpers.scale.other_backend import BackendRun
+from helpers.training_runs.other_backend import BackendRun
 from helpers.storage.array_record import array_record_source, write_array_records
 
 N, STEPS, BATCH = 256, 3, 64

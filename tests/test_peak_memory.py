@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import helpers.measure.peak_memory as peak_memory
+from helpers.measure.full_run import FULL_RUN_FILE
 from helpers.data.standins import make_digits
 from helpers.measure.peak_memory import FULL_RUN, budget_unavailable, peak_memory_each, peak_training_memory
 from helpers.storage.tfrecord import write_shards
 
 CHILD = {"train": "helpers.measure.memory_budget:train_one_epoch",
          "model": "helpers.lessons.tfdata_mnist:article_mlp"}
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -118,11 +118,11 @@ def test_a_budget_is_available_on_linux():
 
 
 def test_the_stored_full_run_figure_is_the_benchmarks_last_full_run():
-    """FULL_RUN is what benchmarks/last_full_run.txt says (a full run that changes them must change it too)."""
-    text = (ROOT / "benchmarks" / "last_full_run.txt").read_text(encoding="utf-8")
+    """FULL_RUN is what helpers/measure/last_full_run.txt says (a full run that changes them must change it too)."""
+    text = FULL_RUN_FILE.read_text(encoding="utf-8")
     ratio = re.search(r"^stream_vs_memory_peak_rss_5x\s+([\d.]+)\s+([\d.]+)–([\d.]+)", text, re.M)
     detail = re.search(r"stream ([\d,]+) at ([\d,]+) images, ([\d,]+) at ([\d,]+); load ([\d,]+) and ([\d,]+)", text)
-    assert ratio and detail, "the memory rows are missing from benchmarks/last_full_run.txt"
+    assert ratio and detail, "the memory rows are missing from helpers/measure/last_full_run.txt"
     number = [float(v.replace(",", "")) for v in detail.groups()]
     assert (FULL_RUN.ratio, *FULL_RUN.interval) == tuple(float(v) for v in ratio.groups())
     assert FULL_RUN.images == (number[1], number[3]) and FULL_RUN.stream_mib == (number[0], number[2])

@@ -1,4 +1,4 @@
-"""The set-up check (`python -m helpers.check`, issue 27 item 9): one line per check, a FAIL names its fix and
+"""The set-up check (`python -m helpers.setup.check`, issue 27 item 9): one line per check, a FAIL names its fix and
 makes the command exit non-zero, and the network warning for notebook 06's servers is always printed.
 
 One test runs the real check on this machine, as a learner would (10-20 s: child processes start TensorFlow and
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import check
+from helpers.setup import check
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"probe": {"tensorflow": "2.21.0", "keras": "3.15.1", "gpus": []}, "servers": {"dispatcher": 5050},
@@ -37,7 +37,7 @@ def _lines(text: str) -> list[str]:
 
 def test_the_real_check_on_this_machine_prints_a_line_per_check_and_the_warning():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "helpers.check"], capture_output=True, text=True, env=env,
+    done = subprocess.run([sys.executable, "-m", "helpers.setup.check"], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=120)
     lines = _lines(done.stdout)
     assert [line[6:].split(": ", 1)[0] for line in lines] == list(check.CHECK_NAMES), done.stdout
@@ -193,11 +193,11 @@ def test_the_photo_sized_writes_follow_notebook_05():
 
 
 def test_the_slow_store_line_follows_its_module(monkeypatch):
-    monkeypatch.setitem(sys.modules, "helpers.scale.slow_store", None)      # not there: a note, never a crash
+    monkeypatch.setitem(sys.modules, "helpers.storage.slow_store", None)      # not there: a note, never a crash
     assert check.check_slow_store().state == check.NOTE
-    fake = types.ModuleType("helpers.scale.slow_store")
+    fake = types.ModuleType("helpers.storage.slow_store")
     fake.slow_store_available = lambda: (False, "no FUSE on this machine")
-    monkeypatch.setitem(sys.modules, "helpers.scale.slow_store", fake)
+    monkeypatch.setitem(sys.modules, "helpers.storage.slow_store", fake)
     line = check.check_slow_store()
     assert line.state == check.NOTE and "no FUSE on this machine" in line.text
     fake.slow_store_available = lambda: (True, "fusermount3 found")
@@ -248,7 +248,7 @@ def test_grain_missing_or_broken_is_a_fail_naming_the_install(answers, capsys):
 def test_a_data_folder_that_cannot_be_written_is_a_fail(monkeypatch, tmp_path):
     """A read-only data folder (here the slow store: a real read-only mount) fails the disk line, however much
     room it has; the check leaves nothing behind in a folder it can write."""
-    from helpers.scale.slow_store import mounted_slow_store, slow_store_available
+    from helpers.storage.slow_store import mounted_slow_store, slow_store_available
 
     available, why = slow_store_available()
     if not available:

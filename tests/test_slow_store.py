@@ -1,4 +1,4 @@
-"""The slow store (helpers/scale/slow_store.py), mounted for real: what it serves, what it costs, what it refuses,
+"""The slow store (helpers/storage/slow_store.py), mounted for real: what it serves, what it costs, what it refuses,
 and that it goes away. Skipped, with the reason, where FUSE cannot mount."""
 import contextlib
 import errno
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.scale import slow_store
-from helpers.scale.slow_store import SlowStoreError, SourceFolder, mounted_slow_store, path_parts
+from helpers.storage import slow_store
+from helpers.storage.slow_store import SlowStoreError, SourceFolder, mounted_slow_store, path_parts
 
 ROOT = Path(__file__).resolve().parent.parent
 AVAILABLE, REASON = slow_store.slow_store_available()
@@ -268,7 +268,7 @@ def test_the_server_unmounts_when_the_reader_is_killed(source, from_thread):
     (the signal would follow that thread) the server's watcher does."""
     script = textwrap.dedent(f"""
         import threading, time
-        from helpers.scale.slow_store import mounted_slow_store
+        from helpers.storage.slow_store import mounted_slow_store
 
         def read():
             with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as m:
@@ -307,7 +307,7 @@ def test_the_command_line_never_mounts_over_an_existing_folder(source, tmp_path)
     existing = tmp_path / "existing"
     existing.mkdir()
     (existing / "keep.txt").write_text("mine")
-    out = subprocess.run([sys.executable, "-m", "helpers.scale.slow_store", str(source), str(existing)],
+    out = subprocess.run([sys.executable, "-m", "helpers.storage.slow_store", str(source), str(existing)],
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 2 and "already exists" in out.stderr
     assert not mounted(existing) and (existing / "keep.txt").read_text() == "mine"
@@ -343,7 +343,7 @@ def test_the_command_line_refuses_a_mount_point_inside_its_source(source):
     through a symlink too, before anything is made."""
     (source.parent / "link_to_source").symlink_to(source)
     for mountpoint in (source / "slow", source / "nested" / "deeper", source.parent / "link_to_source" / "slow"):
-        out = subprocess.run([sys.executable, "-m", "helpers.scale.slow_store", str(source), str(mountpoint)],
+        out = subprocess.run([sys.executable, "-m", "helpers.storage.slow_store", str(source), str(mountpoint)],
                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert out.returncode == 2 and "inside" in out.stderr, (mountpoint, out.stderr)
         assert not os.path.lexists(mountpoint) and not mounted(mountpoint)
@@ -367,7 +367,7 @@ def test_nothing_is_left_when_the_readers_process_group_is_killed(source):
     group). The reader stands in for a kernel: a session of its own, so the kill reaches no process of pytest's."""
     script = textwrap.dedent(f"""
         import time
-        from helpers.scale.slow_store import mounted_slow_store
+        from helpers.storage.slow_store import mounted_slow_store
 
         with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as m:
             print(m, flush=True)
@@ -398,7 +398,7 @@ def test_the_command_line_removes_a_relative_mount_point_at_ctrl_c(source, tmp_p
     """Found by the attack on this round's changes: a relative mount point was mounted, but libfuse changes the
     server's working folder, so at Ctrl-C its removal looked elsewhere and left it. A name starting with '-' is a
     folder name, never a FUSE option."""
-    server = subprocess.Popen([sys.executable, "-m", "helpers.scale.slow_store", str(source), "--", name],
+    server = subprocess.Popen([sys.executable, "-m", "helpers.storage.slow_store", str(source), "--", name],
                               cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -430,7 +430,7 @@ def test_nothing_is_left_when_a_reader_with_many_threads_is_killed(source):
         import threading, time
         for _ in range(200):
             threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
-        from helpers.scale.slow_store import mounted_slow_store
+        from helpers.storage.slow_store import mounted_slow_store
 
         with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None) as m:
             print(m, flush=True)
@@ -505,7 +505,7 @@ def test_a_reader_killed_the_moment_its_mount_point_appears_leaves_nothing(sourc
     private.mkdir()
     script = textwrap.dedent(f"""
         import time
-        from helpers.scale.slow_store import mounted_slow_store
+        from helpers.storage.slow_store import mounted_slow_store
 
         with mounted_slow_store({str(source)!r}, open_latency_ms=0, read_latency_ms=0, bandwidth_mb_s=None):
             time.sleep(60)

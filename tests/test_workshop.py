@@ -217,9 +217,9 @@ def test_prepare_offline_names_each_missing_part(tmp_path, monkeypatch, no_netwo
     assert (series / "pyproject.toml").exists() and (series / "helpers" / "setup" / "config.py").exists()
     # the README and the notebooks link the docs pages
     assert sorted(p.name for p in (series / "docs").iterdir()) == sorted(p.name for p in (ROOT / "docs").iterdir())
-    # notebook 99 reads the stored full run's figures from the checkout
-    assert (series / "benchmarks" / "last_full_run.txt").read_bytes() == (
-        ROOT / "benchmarks" / "last_full_run.txt").read_bytes()
+    # notebook 99 reads the stored full run's figures from the package
+    assert (series / "helpers" / "measure" / "last_full_run.txt").read_bytes() == (
+        ROOT / "helpers" / "measure" / "last_full_run.txt").read_bytes()
     copies = sorted((series / "notebooks").glob("*.ipynb"))
     assert [p.name for p in copies] == [p.name for p in nbtool.notebooks()]
     assert not any(_solution_cells(_cells(p)) for p in copies)

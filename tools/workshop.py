@@ -128,10 +128,9 @@ def plan(record: dict, paths: list[Path], allowance: dict[str, float]) -> str:
 # ---------------------------------------------------------------- preparing the room
 
 # What a learner's machine needs of the checkout (the package, its install files, the notebooks and data/).
-# benchmarks/last_full_run.txt: notebook 99 reads the stored full run's figures from it; docs/: the README and the
+# helpers/ holds the stored full run notebook 99 reads (measure/last_full_run.txt); docs/: the README and the
 # notebooks link its pages.
-SERIES_FILES = ["README.md", "requirements.txt", "constraints.txt", "pyproject.toml", "data/README.md",
-                "benchmarks/last_full_run.txt"]
+SERIES_FILES = ["README.md", "requirements.txt", "constraints.txt", "pyproject.toml", "data/README.md"]
 SERIES_FOLDERS = ["helpers", "docs"]
 ROOM_README = """\
 Bigger Than Memory, prepared for a room without network on {date} by `python -m tools.workshop prepare`.

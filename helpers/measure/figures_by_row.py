@@ -1,6 +1,6 @@
 """The stored full run's figures behind a table of choices, printed row by row (notebooks/99_choosing_for_your_data.ipynb).
 
-A table of choices names, for each of its rows, the keys of `benchmarks/last_full_run.txt` that back it.
+A table of choices names, for each of its rows, the keys of `helpers/measure/last_full_run.txt` that back it.
 `figures_by_row` reads that file once (`helpers.measure.full_run.read_full_run`) and prints one line per key with
 `helpers.measure.report.table`: the row, the figure "median (low–high)" and the verdict of the series' rule against
 1 (`report.verdict`), in words that suit any ratio: "above 1", "below 1", "no measurable difference", or "too few
@@ -31,7 +31,7 @@ def figures_by_row(rows: Mapping[str, Sequence[str]], path: str | Path = FULL_RU
     return all the run's figures by key. A missing file or a key the file does not hold is an error naming both."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: the stored full run is not there (it comes with the series' checkout)")
+        raise FileNotFoundError(f"{path}: no stored full run there (the series' own is helpers/measure/last_full_run.txt)")
     figures = read_full_run(path)
     missing = [key for keys in rows.values() for key in keys if key not in figures]
     if missing:

@@ -1,10 +1,10 @@
 """The maintainers' last full benchmark run, read by key: the figure a notebook prints beside its quick one.
 
 `python -m benchmarks.run` (full sizes, on an idle 2-core VM without a GPU) prints one row per key; its whole
-output is stored in `benchmarks/last_full_run.txt` and its date and machine in the README ("The last full
-run"). A notebook in quick mode measures small sizes; `full_run_figure` gives the same quantity at size.
-Outside a checkout of the repository (the package installed with pip, on Colab) the file is absent and
-`full_run_figure` returns None: say so, and point at the file. `MEASURED` says where and how it ran.
+output is stored beside this module, in `helpers/measure/last_full_run.txt` (installed with the package, so a pip
+install on Colab has it too), and its date and machine in docs/benchmarks.md ("The last full run"). A notebook in
+quick mode measures small sizes; `full_run_figure` gives the same quantity at size. `MEASURED` says where and how
+it ran.
 Introduced in notebooks/02_tfrecord_conversion.ipynb (and used in 03, 04, 05, 07, 08 and 99).
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from helpers.measure.core import median_text
 
-FULL_RUN_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "last_full_run.txt"
+FULL_RUN_FILE = Path(__file__).resolve().parent / "last_full_run.txt"
 MEASURED = ("the maintainers' full benchmark run of 2026-12-03 (`python -m benchmarks.run` on an idle 2-core "
-            "x86-64 VM without a GPU; benchmarks/last_full_run.txt)")
+            "x86-64 VM without a GPU; helpers/measure/last_full_run.txt)")
 _NUMBER = r"-?[\d,]+(?:\.\d+)?"
 _ROW = re.compile(rf"^(?P<key>[a-z]\w*)\s+(?P<median>{_NUMBER})"
                   rf"(?:\s+(?P<low>{_NUMBER})–(?P<high>{_NUMBER})\s+(?P<min>{_NUMBER})–(?P<max>{_NUMBER}))?\s+")
@@ -61,9 +61,9 @@ class FullRunFigure:
         """The sentence a notebook prints after its own figure.
 
         >>> print(FullRunFigure("k", 21.0, (14.1, 25.9), "", "9 min on 2 cores").beside(".1f"))
-        full run: 21.0× (14.1–25.9) (k in benchmarks/last_full_run.txt)
+        full run: 21.0× (14.1–25.9) (k in helpers/measure/last_full_run.txt)
         """
-        return f"full run: {self.brief(fmt, unit)} ({self.key} in benchmarks/last_full_run.txt)"
+        return f"full run: {self.brief(fmt, unit)} ({self.key} in helpers/measure/last_full_run.txt)"
 
 
 def read_full_run(path: Path = FULL_RUN_FILE) -> dict[str, FullRunFigure]:
@@ -92,19 +92,16 @@ def read_full_run(path: Path = FULL_RUN_FILE) -> dict[str, FullRunFigure]:
     return rows
 
 
-def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure | None:
-    """The row `key` of the stored full run, or None where the file is absent (a pip install).
+def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure:
+    """The row `key` of the stored full run.
 
     A key the file does not hold is an error naming the file: a notebook asks only for keys the
     benchmarks write.
 
-    >>> figure = full_run_figure("tfrecord_raw_vs_float_list_write")
-    >>> figure is None or figure.median > 1
+    >>> full_run_figure("tfrecord_raw_vs_float_list_write").median > 1
     True
     """
     path = Path(path)
-    if not path.is_file():
-        return None
     rows = read_full_run(path)
     if key not in rows:
         raise KeyError(f"{path} holds no row for the key {key!r}")
@@ -112,12 +109,9 @@ def full_run_figure(key: str, path: Path = FULL_RUN_FILE) -> FullRunFigure | Non
 
 
 def beside_full_run(key: str, fmt: str = ".2f", unit: str = "×") -> str:
-    """What a notebook prints beside its own figure: the full run's, or where to find it when the file is absent.
+    """What a notebook prints beside its own figure: the full run's.
 
     >>> beside_full_run("tfrecord_bytes_per_raw_byte").startswith("full run: ")
     True
     """
-    figure = full_run_figure(key)
-    if figure is None:
-        return f"full run: key {key} of benchmarks/last_full_run.txt, in the repository (not installed here)"
-    return figure.beside(fmt, unit)
+    return full_run_figure(key).beside(fmt, unit)

@@ -98,7 +98,7 @@ class FullRunMemory:
 
 # `python -m benchmarks.run` (bench_profiling.memory): 2 rounds, each a streaming and a loading child at once at
 # each size, batch 1024, the article's MLP; rows stream_peak_rss_growth_5x and stream_vs_memory_peak_rss_5x of
-# benchmarks/last_full_run.txt (tests/test_blocks_timeline_memory.py checks they agree).
+# helpers/measure/last_full_run.txt (tests/test_peak_memory.py checks they agree).
 FULL_RUN = FullRunMemory(images=(200_000, 1_000_000), stream_mib=(782, 787), load_mib=(1_210, 3_053),
                          ratio=0.258, interval=(0.258, 0.258),
                          where="benchmarks, 2026-12-03, an idle 2-core x86-64 VM, TensorFlow 2.21")

@@ -121,14 +121,12 @@ def full_run_line(key: str, fmt: str = ".2f", unit: str = "×", size: str | None
     are given, the size it was measured at (`size`, e.g. "60,000 images, 6,000 here"), the file it comes from.
 
     >>> print(full_run_line("tfrecord_bytes_per_raw_byte", size="all of MNIST"))   # doctest: +ELLIPSIS
-    full run (all of MNIST): ...× (tfrecord_bytes_per_raw_byte in benchmarks/last_full_run.txt)
+    full run (all of MNIST): ...× (tfrecord_bytes_per_raw_byte in helpers/measure/last_full_run.txt)
     """
     where = f"full run ({size})" if size else "full run"
     figure = full_run_figure(key)
-    if figure is None:
-        return f"{where}: key {key} of benchmarks/last_full_run.txt, in the repository (not installed here)"
     word = f": {verdict(figure, above, below)}" if above and below and figure.interval else ""
-    return f"{where}: {around(figure, fmt, unit)}{word} ({key} in benchmarks/last_full_run.txt)"
+    return f"{where}: {around(figure, fmt, unit)}{word} ({key} in helpers/measure/last_full_run.txt)"
 
 
 def compare(ratio: Samples | Rounds, a: str = "", b: str = "", *, fmt: str = ".2f", above: str = "faster",

@@ -34,7 +34,7 @@ class KilledRuns:
     def __init__(self, timeout: float = 300) -> None:
         self.timeout = timeout
         # Its own session: an interrupt of the kernel (SIGINT to its process group) must leave it for later cells.
-        self.process = subprocess.Popen([sys.executable, "-m", "helpers.scale.killed_run"],
+        self.process = subprocess.Popen([sys.executable, "-m", "helpers.training_runs.killed_run"],
                                         env=child_environment(gpu=False), stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **own_session())
 

@@ -20,7 +20,7 @@ the reader removes it too, whatever became of the server. The server runs in a s
 (`helpers.setup.processes.own_session`), so that a SIGKILL of the reader's whole process group (Jupyter's restart)
 leaves it alive to clean up.
 
-    python -m helpers.scale.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
+    python -m helpers.storage.slow_store SOURCE MOUNTPOINT --open-latency-ms 30 --read-latency-ms 5 --bandwidth-mb-s 100
 
 MOUNTPOINT must not exist (it is created, then removed at exit) and must not be inside SOURCE; stop with Ctrl-C.
 """
@@ -461,7 +461,7 @@ def mounted_slow_store(source_dir: str | Path, *, open_latency_ms: float = 30, r
         _check_mountpoint(source, mountpoint)
         package_root = str(Path(__file__).resolve().parents[2])   # the child imports these helpers, not a copy
         python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        args = ["-m", "helpers.scale.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
+        args = ["-m", "helpers.storage.slow_store", source, mountpoint, "--open-latency-ms", str(open_latency_ms),
                 "--read-latency-ms", str(read_latency_ms)]
         if bandwidth_mb_s is not None:
             args += ["--bandwidth-mb-s", str(bandwidth_mb_s)]
@@ -493,7 +493,7 @@ def _wait_until_mounted(mountpoint: str, process: subprocess.Popen, timeout: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.scale.slow_store",
+    parser = argparse.ArgumentParser(prog="python -m helpers.storage.slow_store",
                                      description="Serve a folder read-only through FUSE, slowly, as a network "
                                                  "store would (see the module's docstring).")
     parser.add_argument("source", help="the folder to serve")

@@ -42,7 +42,7 @@ class BackendRun:
         self.backend, self.timeout = backend, timeout
         env = child_environment({"KERAS_BACKEND": backend, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, gpu=gpu)
         # Its own session: an interrupt of the kernel (SIGINT to its process group) must leave it for later cells.
-        self.process = subprocess.Popen([sys.executable, "-m", "helpers.scale.other_backend", backend], env=env,
+        self.process = subprocess.Popen([sys.executable, "-m", "helpers.training_runs.other_backend", backend], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True, **own_session())
         self._lines: queue.Queue = queue.Queue()

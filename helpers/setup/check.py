@@ -1,6 +1,6 @@
 """Is this machine ready for the series? One line per check, "ok", "note" or "FAIL", each FAIL naming its fix.
 
-    python -m helpers.check          # before the day: exits with status 1 when a line is FAIL
+    python -m helpers.setup.check    # before the day: exits with status 1 when a line is FAIL
     lines = run_checks(); print_report(lines)   # the same from Python, in a notebook say
 
 TensorFlow is asked in a child process, never in this one, so the check takes no GPU memory and a notebook
@@ -31,7 +31,8 @@ from helpers.setup.processes import child_environment
 OK, NOTE, FAIL = "ok", "note", "FAIL"
 _COLOURS = {OK: "\033[32m", NOTE: "\033[33m", FAIL: "\033[31m"}   # green, yellow, red
 INSTALL = "pip install -r requirements.txt -c constraints.txt"
-QUICK_COMMAND = "TUTORIAL_QUICK=1 python -m helpers.check"   # PowerShell: $env:TUTORIAL_QUICK=1; python -m helpers.check
+# PowerShell: $env:TUTORIAL_QUICK=1; python -m helpers.setup.check
+QUICK_COMMAND = "TUTORIAL_QUICK=1 python -m helpers.setup.check"
 CHILD_TIMEOUT = 60   # seconds; a child that takes longer is reported as failed (a cold disk can be slow)
 
 NETWORK_WARNING = (
@@ -189,7 +190,7 @@ def check_disk() -> Line:
     free = shutil.disk_usage(folder).free
     full, quick = data_bytes(quick=False), data_bytes(quick=True)
     said = (f"{free / 1e9:.1f} GB free in {folder}; a full run writes about {full / 1e9:.1f} GB there, quick mode "
-            f"about {quick / 1e6:,.0f} MB (derived from the notebooks' sizes: helpers/check.py DATA_WRITES)")
+            f"about {quick / 1e6:,.0f} MB (derived from the notebooks' sizes: helpers/setup/check.py DATA_WRITES)")
     fix = "free space on that disk, or point TUTORIAL_DATA_DIR at a folder on a disk with more room"
     if free >= full:
         return Line("disk", OK, said)
@@ -270,9 +271,9 @@ def check_grain(result: dict) -> Line:
 
 def check_slow_store() -> Line:
     try:
-        from helpers.scale.slow_store import slow_store_available
+        from helpers.storage.slow_store import slow_store_available
     except ImportError:
-        return Line("slow store", NOTE, "this version of the series has no slow store (helpers.scale.slow_store)")
+        return Line("slow store", NOTE, "this version of the series has no slow store (helpers.storage.slow_store)")
     available, why = slow_store_available()
     if available:
         return Line("slow store", OK, "a FUSE file system mounts here: notebooks 04 §2, 05 §3 and 07 §5 read "
@@ -410,7 +411,7 @@ def print_report(lines: list[Line], colour: bool | None = None, file=None) -> bo
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m helpers.check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.setup.check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-colour", action="store_true", help="plain words only (colour is used on a terminal)")
     args = parser.parse_args(argv)
     return 0 if print_report(run_checks(), colour=False if args.no_colour else None) else 1
