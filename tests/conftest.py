@@ -1,8 +1,18 @@
-"""Fixtures shared by the unit tests."""
+"""Fixtures and small helpers shared by the unit tests."""
+import json
+import os
 import pickle
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -48,3 +58,63 @@ def write_small_cifar_folder(folder, per_batch=6, seed=0):
             pickle.dump({b"data": data, b"labels": labels, b"batch_label": name.encode()}, f)
         written[name] = (data, labels)
     return written
+
+
+def finishes_within(seconds: float, function):
+    """Run `function` in a daemon thread; fail if it has not returned in time (a hang or a spin)."""
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = function()
+        except BaseException as e:  # noqa: BLE001 -- handed to the caller
+            result["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: it hangs"
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+def small_split(directory, n=40, num_shards=4, value=None, **kwargs):
+    from helpers.storage import tfrecord as T
+
+    images = (np.arange(n * 16, dtype=np.uint8).reshape(n, 4, 4) if value is None
+              else np.full((n, 4, 4), value, np.uint8))
+    return T.write_shards(zip(images, range(n)), directory, "train", num_shards, total=n, progress=False, **kwargs)
+
+
+def small_split_named(directory, split):
+    from helpers.storage import tfrecord as T
+
+    return T.write_shards(zip(np.zeros((2, 2), np.uint8), range(2)), directory, split, 1, total=2, progress=False)
+
+
+def edit_manifest(directory, change):
+    path = Path(directory) / "manifest.json"
+    doc = json.loads(path.read_text())
+    change(doc["splits"]["train"])
+    path.write_text(json.dumps(doc))
+
+
+def png_folder(folder, n=6):
+    from helpers.storage import png_folder as P
+
+    rng = np.random.default_rng(0)
+    images, labels = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, n)
+    P.export_png_folder(images, labels, folder, "tr", progress=False)
+    return images, labels
+
+
+def run_python(code: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"},
+                          **kwargs)
+
+
+def jpeg_file(path: Path, size=(40, 30), colour=(200, 30, 30), **save) -> Path:
+    Image.new("RGB", size, colour).save(path, "JPEG", **save)
+    return path

@@ -176,3 +176,20 @@ def test_start_skips_jax_while_tensorflow_imports_and_jax_imports_after_it():
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split("\n")[:2] == ["inside: skipped", "after: imported"], run.stdout
+
+
+def test_a_child_imports_the_parents_helpers_not_a_copy_in_its_working_folder(tmp_path):
+    """A `helpers/` folder in the working folder (a workshop kit's copy, say) must not shadow the parent's."""
+    import subprocess
+    import sys
+
+    import helpers
+    from helpers.setup.processes import child_environment
+
+    shadow = tmp_path / "helpers"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise SystemExit('the shadow copy ran')\n")
+    done = subprocess.run([sys.executable, "-c", "import helpers; print(helpers.__file__)"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env=child_environment(gpu=False))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == helpers.__file__, done.stdout

@@ -1,6 +1,7 @@
 """Block records (notebook 05's writer and reader with the plumbing beside them), pipeline timelines and peak memory
 in a child process."""
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from helpers.lessons import pipeline_profiling as lesson
 from helpers.lessons.pipeline_profiling import STEP, WAIT, parse_block_fn, record_timeline, start_spans, traced_map
 from helpers.storage import blocks as plumbing
 from helpers.storage.blocks import block_file_name, read_block_index
+from tests.conftest import finishes_within, run_python
 
 
 def write_blocks(x, y, directory, split, **options):   # the lesson's writer inside the plumbing
@@ -186,6 +188,122 @@ def test_a_writer_that_leaves_a_shard_empty_gets_no_index(tmp_path):
 
 def read_block_index_files(directory):
     return sorted(Path(directory).glob("train-*.blocks.tfrecord"))
+
+
+def block_split(directory, value: int, n: int = 600, split: str = "train", num_shards: int = 3):
+    images = np.full((n, 4, 4), value, np.uint8)
+    return write_blocks(images, np.arange(n) % 10, directory, split, num_shards=num_shards, block_size=50)
+
+
+def pixel_values(directory, split="train") -> set[int]:
+    return {int(v) for images, _ in read_blocks(directory, split, 100) for v in np.unique(images.numpy())}
+
+
+def test_a_rewrite_of_a_block_split_killed_after_its_first_file_reads_back_the_old_write(tmp_path):
+    block_split(tmp_path, value=1)
+    killed = run_python(f"""
+        import os, signal
+        import numpy as np
+        real_replace, renamed = os.replace, []
+        def replace_then_die(src, dst):
+            real_replace(src, dst)
+            renamed.append(dst)
+            if len(renamed) == 1:
+                os.kill(os.getpid(), signal.SIGKILL)   # kill -9 right after the first new file is in place
+        os.replace = replace_then_die
+        from helpers.lessons.pipeline_profiling import write_blocks
+        from helpers.storage.blocks import write_block_split
+        write_block_split(write_blocks, np.full((600, 4, 4), 2, np.uint8), np.arange(600) % 10, {str(tmp_path)!r},
+                          "train", num_shards=3, block_size=50)
+    """)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert pixel_values(tmp_path) == {1}             # the old write, whole: never 1s and 2s together
+    block_split(tmp_path, value=2)                   # the next write finishes, and cleans up
+    assert pixel_values(tmp_path) == {2}
+    assert len(list(tmp_path.glob("train-*.blocks.tfrecord"))) == 3 and not list(tmp_path.glob("*.partial"))
+
+
+def test_a_rewrite_with_fewer_shards_leaves_no_old_files(tmp_path):
+    block_split(tmp_path, value=1, num_shards=4)
+    block_split(tmp_path, value=2, num_shards=2)
+    assert len(list(tmp_path.glob("train-*.blocks.tfrecord"))) == 2 and pixel_values(tmp_path) == {2}
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5, "256", True, None])
+def test_an_index_with_a_bad_block_size_is_refused(tmp_path, value):
+    block_split(tmp_path, value=1)
+    index = tmp_path / "train.blocks.json"
+    doc = json.loads(index.read_text())
+    doc["block_size"] = value
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match="train.blocks.json is not a block index"):
+        finishes_within(20, lambda: read_blocks(tmp_path, "train", 100))
+
+
+@pytest.mark.parametrize("argument", [dict(batch_size=-1), dict(batch_size=0), dict(mix_blocks=-1),
+                                      dict(mix_blocks=0), dict(shuffle_blocks=0), dict(parallel_reads=0)])
+def test_bad_reader_arguments_are_refused(tmp_path, argument):
+    block_split(tmp_path, value=1)
+    name = next(iter(argument))
+    with pytest.raises(ValueError, match=f"{name} must be a whole number of at least 1"):
+        finishes_within(20, lambda: read_blocks(tmp_path, "train", **{"batch_size": 100, "shuffle": True, **argument}))
+
+
+@pytest.mark.parametrize("num_shards", [0, -1])
+def test_a_writer_refuses_a_shard_count_its_reader_would_refuse(tmp_path, num_shards):
+    with pytest.raises(ValueError, match="num_shards must be a whole number of at least 1"):
+        block_split(tmp_path, value=1, num_shards=num_shards)
+    assert not (tmp_path / "train.blocks.json").exists()
+
+
+@pytest.mark.parametrize("shape, dtype", [([2, 8], "uint8"), ([4, 4], "int8"), ([4, 2], "uint16")])
+def test_an_index_edited_to_another_spec_of_the_same_size_is_refused(tmp_path, shape, dtype):
+    block_split(tmp_path, value=1)
+    index = tmp_path / "train.blocks.json"
+    doc = json.loads(index.read_text())
+    doc["spec"]["image"] = {"shape": shape, "dtype": dtype}
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match="its layout tag 'uint8 \\(4, 4\\) -> int64 \\(\\)' does not start with"):
+        read_blocks(tmp_path, "train", 100)
+    doc["tag"] = f"{dtype} {tuple(shape)} -> int64 ()"   # the index edited all through: the first block refuses it
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match=r"holds uint8 \(4, 4\) images, but train\.blocks\.json says"):
+        read_blocks(tmp_path, "train", 100)
+
+
+def test_weak_inputs_to_the_block_writer_are_named_or_accepted(tmp_path):
+    # 100 classes and labels shaped (n, 1) are legitimate; object arrays and float labels are not.
+    write_blocks(np.zeros((40, 2, 2), np.uint8), (np.arange(40) * 2).reshape(-1, 1), tmp_path, "many", num_shards=2)
+    assert sorted(int(v) for _, y in read_blocks(tmp_path, "many", 40) for v in y.numpy()) == list(range(0, 80, 2))
+    with pytest.raises(ValueError, match="images must be a numeric array"):
+        write_blocks(np.array([object()] * 4).reshape(4, 1), np.zeros(4, int), tmp_path, "objects", num_shards=2)
+    with pytest.raises(ValueError, match="labels must be whole numbers"):
+        write_blocks(np.zeros((4, 2, 2), np.uint8), np.full(4, 7.9), tmp_path, "floats", num_shards=2)
+
+
+def test_a_flipped_byte_in_a_block_file_is_named_with_verify(tmp_path):
+    block_split(tmp_path, value=1)
+    victim = read_block_index(tmp_path, "train").files[1]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with pytest.raises(ShardError, match=f"{victim.name}: its checksum differs"):
+        read_blocks(tmp_path, "train", 100, verify=True)
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "loop"])
+def test_a_block_file_that_is_a_device_or_a_symlink_loop_is_called_what_it_is(tmp_path, target):
+    block_split(tmp_path, value=1)
+    victim = read_block_index(tmp_path, "train").files[0]
+    victim.unlink()
+    if target == "loop":
+        victim.symlink_to(victim.name)
+        expected = "a symlink loop"
+    else:
+        victim.symlink_to(target)
+        expected = "a character device"
+    with pytest.raises(ShardError, match=expected):
+        read_blocks(tmp_path, "train", 100)
 
 
 # ---------------------------------------------------------------- timelines

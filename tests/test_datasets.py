@@ -15,7 +15,7 @@ import pytest
 from helpers.data import datasets, standins
 from helpers.storage.files import sha256_of
 from helpers.data.datasets import DatasetFileError, DatasetUnavailableError, load_cifar10, load_mnist
-from tests.conftest import write_small_cifar_folder, write_small_mnist_npz
+from tests.conftest import run_python, write_small_cifar_folder, write_small_mnist_npz
 
 
 # ---------------------------------------------------------------- MNIST from data/
@@ -358,3 +358,84 @@ def test_a_data_folder_named_with_spaces_and_unicode_keeps_its_stand_in(tmp_path
     assert np.array_equal(load_mnist()[0][0], load_mnist()[0][0]) and drawn == [30, 10]
     assert len(list((folder / datasets.STANDIN_FOLDER).glob("mnist-*.npz"))) == 1
 
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_cifar_batches_load_in_every_pickle_protocol(tmp_path, protocol):
+    folder = tmp_path / "cifar-10-batches-py"
+    written = write_small_cifar_folder(folder)
+    data, labels = written["test_batch"]
+    with open(folder / "test_batch", "wb") as f:
+        pickle.dump({b"data": data, b"labels": labels, b"batch_label": b"testing batch 1 of 1",
+                     b"filenames": [b"a.png"] * len(labels)}, f, protocol=protocol)
+    images, got = datasets.read_cifar_batch(folder / "test_batch")
+    assert got.tolist() == labels and images.shape == (len(labels), 32, 32, 3)
+
+
+def test_cifar_pickle_cannot_call_another_codec(tmp_path):
+    path = tmp_path / "test_batch"
+    # _codecs.encode is allowed only as protocol 0-2 use it, to turn latin-1 text into bytes
+    path.write_bytes(b"c_codecs\nencode\n(Vx\nVzlib\ntR.")
+    with pytest.raises(DatasetFileError, match="refusing _codecs.encode with encoding 'zlib'"):
+        datasets.read_cifar_batch(path)
+
+
+def test_an_interrupted_download_leaves_nothing_behind(tmp_path, monkeypatch):
+    class Dies:
+        headers = {"Content-Length": "1000000"}
+
+        def __init__(self):
+            self.calls = 0
+
+        def read(self, n):
+            self.calls += 1
+            if self.calls > 3:
+                raise ConnectionResetError("connection reset by peer")
+            return b"x" * n
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", lambda *a, **k: Dies())
+    with pytest.raises(ConnectionResetError):
+        datasets.fetch("https://example.invalid/mnist.npz", tmp_path / "mnist.npz", "0" * 64)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fifo_in_keras_cache_does_not_hang_the_loader(tmp_path):
+    cache = tmp_path / "keras-home" / "datasets"
+    cache.mkdir(parents=True)
+    os.mkfifo(cache / "mnist.npz")
+    done = run_python(f"""
+        import os
+        os.environ["KERAS_HOME"] = {str(tmp_path / "keras-home")!r}
+        os.environ["TUTORIAL_DATA_DIR"] = {str(tmp_path / "data")!r}
+        os.environ["TUTORIAL_QUICK"] = "1"
+        from helpers.data.datasets import load_mnist, source_of
+        (x, y), _ = load_mnist()
+        print(source_of("mnist"), len(x))
+    """, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "stand-in" in done.stdout and "mnist.npz is a FIFO (named pipe), not a file" in done.stdout
+
+
+@pytest.mark.parametrize("kind, words", [("dangling", "a broken symlink"), ("loop", "a symlink loop"),
+                                         ("file", "a file, not a folder"), ("unreachable", "cannot be created")])
+def test_a_data_folder_that_cannot_be_one_is_called_what_it_is(tmp_path, monkeypatch, kind, words):
+    from helpers.setup.config import data_dir
+
+    target = tmp_path / "data"
+    if kind == "dangling":
+        target.symlink_to(tmp_path / "nowhere")
+    elif kind == "loop":
+        target.symlink_to(target)
+    elif kind == "file":
+        target.write_text("")
+    else:
+        (tmp_path / "locked").write_text("")
+        target = tmp_path / "locked" / "data"          # a parent that is a file: nothing can be made below it
+    monkeypatch.setenv("TUTORIAL_DATA_DIR", str(target))
+    with pytest.raises(NotADirectoryError, match=words):
+        data_dir()

@@ -236,3 +236,46 @@ def test_a_slow_pydataset_is_slow_alone_and_in_fit_and_its_headroom_is_below_one
     # The median, not the lowest round: an instant epoch lasts a fraction of a millisecond, so one hiccup of a loaded
     # machine (26 ms once in a full pytest run beside other jobs) makes its lowest round meaningless.
     assert measured.samples("instant alone").median > 10 * measured.samples("slow alone").high
+
+
+def test_fit_epoch_refuses_a_loss_tracker_that_counts_steps_not_samples():
+    """keras.io's "customizing fit" pattern updates a Mean named "loss" with the loss alone: its count is the
+    number of steps, and an epoch counted from it would be batch-size times too slow."""
+    import keras
+    from helpers.measure.core import fit_epoch
+
+    class StepCounting(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+            self.loss_tracker = keras.metrics.Mean(name="loss")
+
+        def call(self, x):
+            return self.dense(x)
+
+        def train_step(self, data):
+            import tensorflow as tf
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = keras.ops.mean((self(x) - y) ** 2)
+            self.optimizer.apply(tape.gradient(loss, self.trainable_weights), self.trainable_weights)
+            self.loss_tracker.update_state(loss)   # no sample_weight: it counts steps
+            return {"loss": self.loss_tracker.result()}
+
+        @property
+        def metrics(self):
+            return [self.loss_tracker]
+
+    model = StepCounting()
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.zeros((80, 3), np.float32), np.zeros((80, 1), np.float32)
+    with pytest.raises(ValueError, match="counts steps, not samples"):
+        fit_epoch(model, batch_size=8, x=x, y=y)
+
+
+@pytest.mark.parametrize("sides, rounds, warmup", [({}, 2, 1), ({"A": lambda: 1.0}, 2.5, 1),
+                                                   ({"A": lambda: 1.0}, 1, -5), ({"A": lambda: 1.0}, True, 1)])
+def test_alternate_names_arguments_it_cannot_run(sides, rounds, warmup):
+    from helpers.measure.core import alternate
+    with pytest.raises(ValueError, match="alternate"):
+        alternate(sides, rounds=rounds, warmup=warmup)

@@ -69,7 +69,7 @@ def test_a_factory_outside_the_helpers_package_is_refused_before_any_child_start
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_copy_files_refuses_what_is_no_regular_file_without_hanging(tmp_path):
     """Issue 25, round three: /dev/zero was read for ever, a FIFO blocked the child's open."""
-    from tests.test_bad_input import finishes_within
+    from tests.conftest import finishes_within
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

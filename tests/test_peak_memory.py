@@ -1,6 +1,7 @@
 """The memory budget of `helpers.measure.peak_memory` (notebook 05 §8): a watchdog on the child's
 resident memory that kills it past its budget, the budget set from the child's own floor, the platforms where
 it cannot run, and the stored full-run figure the notebooks print beside their own."""
+import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,6 +14,7 @@ from helpers.measure.full_run import FULL_RUN_FILE
 from helpers.data.standins import make_digits
 from helpers.measure.peak_memory import FULL_RUN, budget_unavailable, peak_memory_each, peak_training_memory
 from helpers.storage.tfrecord import write_shards
+from tests.conftest import small_split
 
 CHILD = {"train": "helpers.measure.memory_budget:train_one_epoch",
          "model": "helpers.lessons.tfdata_mnist:article_mlp"}
@@ -145,3 +147,26 @@ def test_the_large_split_is_written_once_and_written_again_when_a_shard_was_cut_
     again = write_large_split(x, y, tmp_path, 1, num_shards=2)
     assert [s.sha256 for s in again.shards] == [s.sha256 for s in first.shards]
     assert shard.stat().st_size == first.shards[0].bytes
+
+
+@pytest.mark.parametrize("budget", [-5, 0, math.nan, math.inf, True, "1280"])
+def test_a_budget_that_is_no_limit_is_refused(tmp_path, budget):
+    from helpers.measure.peak_memory import peak_training_memory
+
+    small_split(tmp_path)
+    with pytest.raises(ValueError, match="budget_mib must be a finite number of MiB above 0"):
+        peak_training_memory("stream", tmp_path, "train", budget_mib=budget, **CHILD)
+
+
+def test_a_budget_below_tensorflows_own_size_is_reported_not_raised(tmp_path):
+    from helpers.measure.peak_memory import peak_training_memory
+
+    small_split(tmp_path)
+    run = peak_training_memory("stream", tmp_path, "train", budget_mib=64, **CHILD)
+    assert not run.finished and run.error.startswith("killed") and run.floor_mib == 0, run   # before its floor
+
+
+def test_a_memory_budget_larger_than_setrlimit_takes_is_refused():
+    from helpers.measure.peak_memory import check_budget
+    with pytest.raises(ValueError, match="at most 2"):
+        check_budget(1e30)

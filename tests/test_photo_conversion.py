@@ -2,6 +2,7 @@
 (helpers.storage.photo_scan): the shards of one split written by two processes at once, the same records as the
 lesson's record makers give in this process, a resume that rewrites only what is missing, a scratch folder that is
 removed, and errors that name what went wrong."""
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,8 @@ from helpers.data.photos import make_photo_folder, plant_bad_files
 from helpers.lessons.capstone_photos import original_record, read_photos, resized_record
 from helpers.scale.parallel_conversion import ConversionProcesses, files_fingerprint
 from helpers.storage.photo_scan import scan_photos
-from helpers.storage.tfrecord import read_manifest, verify_shards
+from helpers.storage.tfrecord import ShardError, load_manifest, read_manifest, verify_shards, write_shards
+from tests.conftest import jpeg_file
 
 LESSON = "helpers.lessons.capstone_photos"
 MAKERS = {"resized": (f"{LESSON}:resized_record", {"size": 16}), "original": (f"{LESSON}:original_record", {})}
@@ -96,3 +98,36 @@ def test_the_scan_prints_the_files_that_stand_out_and_returns_every_file(tmp_pat
     assert printed.count("LEFT OUT") == 3 and printed.count("used, as RGB") == 3
     assert "train: 19 files looked at; 3 left out, 3 used after conversion to RGB" in printed
     assert scan_photos(tmp_path / "bad" / "val", show=False) and not capsys.readouterr().out
+
+
+@functools.cache
+def conversion() -> ConversionProcesses:
+    """Notebook 07's conversion, one process for every test here (it starts TensorFlow once, and stops with this
+    process): both kinds of records, 16x16."""
+    lesson = "helpers.lessons.capstone_photos"
+    return ConversionProcesses({"resized": (f"{lesson}:resized_record", {"size": 16}),
+                                "original": (f"{lesson}:original_record", {})}, processes=1)
+
+
+def convert_shards(photos, labels, out, num_shards, shards, num_classes=None):
+    conversion().convert(photos, labels, out, "train", num_shards, image_shape=(16, 16, 3), shards=shards,
+                         num_classes=num_classes)
+
+
+def test_convert_shards_of_one_photo_into_two_shards_completes_in_either_order(tmp_path):
+    photo = [str(jpeg_file(tmp_path / "only.jpg"))]
+    for order in ([[0, 1]], [[1], [0]]):   # one process; two processes, the empty shard's first
+        out = tmp_path / f"out-{len(order)}"
+        for shards in order:
+            convert_shards(photo, [2], out, 2, shards)
+        for kind in ("resized", "original"):
+            manifest = read_manifest(out / kind, "train", serialized=True)
+            assert manifest.complete and [s.records for s in manifest.shards] == [1, 0]
+
+
+def test_a_split_of_no_records_is_an_error_naming_the_folder(tmp_path):
+    with pytest.raises(ShardError, match=f"{tmp_path}.*no records"):
+        write_shards(iter([]), tmp_path, "train", 2, total=0, progress=False)
+    with pytest.raises(ValueError, match="no files to convert"):
+        convert_shards([], [], tmp_path / "photos", 2, [0, 1])
+    assert not load_manifest(tmp_path)

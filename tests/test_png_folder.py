@@ -1,12 +1,15 @@
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.lessons.pydataset_autoencoder import tf_dataset_from_pngs
+from helpers.lessons.pydataset_autoencoder import read_png, tf_dataset_from_pngs
 from helpers.storage.packed_images import export_packed_uint8
 from helpers.storage import png_folder as P
 from helpers.storage.files import fingerprint_arrays, temporaries_of
 from helpers.storage.png_folder import PngFolderError
+from tests.conftest import finishes_within, png_folder
 
 
 def make_images(n, seed=0):
@@ -132,3 +135,64 @@ def test_tf_data_pipeline_reads_the_same_images(tmp_path):
     got = np.concatenate([x for x, _ in batches])
     assert sorted(map(bytes, np.round(got * 255).astype(np.uint8))) == sorted(map(bytes, images))
     assert all(np.array_equal(x, y) for x, y in batches)
+
+
+@pytest.mark.parametrize("planted", ["tr_export.json", "tr_export.json.partial", "tr_00000.png", "tr_label.txt"])
+def test_png_export_never_writes_through_a_planted_symlink(tmp_path, planted):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    folder = tmp_path / "train"
+    folder.mkdir()
+    (folder / planted).symlink_to(victim)
+    images = np.zeros((2, 32, 32, 3), np.uint8)
+    try:
+        P.export_png_folder(images, [1, 2], folder, "tr", progress=False)
+    except PngFolderError:
+        pass  # refused: the folder holds something this export did not write
+    P.export_png_folder(images, [1, 2], folder, "tr", progress=False, overwrite=True)
+    assert victim.read_text() == "keep me"
+    assert not (folder / planted).is_symlink() or planted.endswith(".partial")
+
+
+def test_png_reexport_of_other_data_without_fingerprint_is_refused(tmp_path):
+    first, labels = png_folder(tmp_path)
+    other = 255 - first
+    with pytest.raises(PngFolderError, match="exported from other data"):
+        P.export_png_folder(other, (labels + 1) % 10, tmp_path, "tr", progress=False)
+    P.export_png_folder(other, (labels + 1) % 10, tmp_path, "tr", progress=False, overwrite=True)
+    paths, got_labels = P.check_png_folder(tmp_path, "tr")
+    assert np.array_equal(np.stack([P.load_png(p) for p in paths]), other)
+    assert np.array_equal(got_labels, (labels + 1) % 10)
+
+
+def test_png_export_into_a_folder_of_foreign_pngs_is_refused(tmp_path):
+    Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(tmp_path / "tr_00000.png")
+    with pytest.raises(PngFolderError, match="other data"):
+        P.export_png_folder(np.ones((2, 32, 32, 3), np.uint8), [1, 2], tmp_path, "tr", progress=False)
+
+
+def test_a_fifo_among_the_pngs_does_not_hang_the_check_the_skipping_or_the_export(tmp_path):
+    images, labels = png_folder(tmp_path)
+    (tmp_path / "tr_00001.png").unlink()
+    os.mkfifo(tmp_path / "tr_00001.png")
+    # Any reader would wait forever on the FIFO: the check before reading refuses it, naming it.
+    with pytest.raises(PngFolderError, match="tr_00001.png is a FIFO"):
+        finishes_within(30, lambda: P.check_png_folder(tmp_path, "tr"))
+    paths = [tmp_path / P.image_name("tr", i) for i in range(len(labels))]
+    with pytest.warns(UserWarning, match="tr_00001.png is a FIFO"):
+        kept, _, _ = finishes_within(30, lambda: P.without_bad_files(paths, labels, read_png))
+    assert len(kept) == 5
+    finishes_within(30, lambda: P.export_png_folder(images, labels, tmp_path, "tr", progress=False))
+    assert np.array_equal(P.load_png(tmp_path / "tr_00001.png"), images[1])
+
+
+def test_overwriting_one_png_export_keeps_an_export_whose_prefix_starts_the_same(tmp_path):
+    from helpers.storage.png_folder import check_png_folder, export_png_folder
+
+    big = np.zeros((4, 32, 32, 3), np.uint8)
+    export_png_folder(big, [1, 2, 3, 4], tmp_path, "tr_big", progress=False)
+    export_png_folder(big[:2] + 1, [5, 6], tmp_path, "tr", progress=False)      # no refusal: tr_big is not "tr"
+    export_png_folder(big[:3] + 2, [7, 8, 9], tmp_path, "tr", overwrite=True, progress=False)
+    paths, labels = check_png_folder(tmp_path, "tr_big")
+    assert len(paths) == 4 and labels.tolist() == [1, 2, 3, 4]
+    assert check_png_folder(tmp_path, "tr")[1].tolist() == [7, 8, 9]

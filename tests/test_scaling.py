@@ -1,5 +1,6 @@
 """Notebook 06's engines, run for real on localhost: child processes, the tf.data service and killing its workers,
 counting what arrives, two training workers, the Beam conversion; and the memory budget notebook 05 teaches."""
+import os
 import signal
 import subprocess
 import sys
@@ -107,6 +108,57 @@ def test_children_exit_when_their_parent_is_killed(tmp_path):
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     assert wait_gone([child_pid]) == []
+
+
+def test_a_child_whose_parent_dies_before_it_starts_watching_exits(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import subprocess, sys, time
+        from helpers.setup.processes import child_environment
+        child = subprocess.Popen([sys.executable, "-c",
+            "import time; time.sleep(1.0)\\n"                 # a slow start: TensorFlow still importing
+            "from helpers.setup.processes import exit_with_parent\\n"
+            "exit_with_parent()\\n"
+            "time.sleep(60)"], env=child_environment(gpu=False))
+        print(child.pid, flush=True)
+        time.sleep(60)
+    """)], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child_pid = int(parent.stdout.readline())
+    parent.kill()                                          # SIGKILL within the child's first second
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _running(child_pid):
+        time.sleep(0.1)
+    assert not _running(child_pid), "the child outlived its parent"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_child_started_from_a_thread_survives_the_thread(tmp_path):
+    # The parent-death signal follows the thread that started a child; a cluster started from a
+    # worker thread must not lose its children when that thread ends.
+    from helpers.setup.processes import ChildProcesses
+
+    import threading
+
+    children = ChildProcesses()
+    started = threading.Thread(target=lambda: children.start("sleeper", ["-c", textwrap.dedent("""
+        import time
+        from helpers.setup.processes import READY, exit_with_parent
+        exit_with_parent()
+        print(READY, flush=True)
+        time.sleep(60)
+    """)], env={"PYTHONPATH": str(ROOT)}))
+    with children:
+        started.start()
+        started.join()
+        time.sleep(1.0)
+        assert children.processes["sleeper"].poll() is None, "the child died with the thread that started it"
 
 
 # The tf.data service (each element once in distributed_epoch, once per worker in parallel_epochs, no process
@@ -244,6 +296,23 @@ def test_a_failed_beam_conversion_leaves_no_shards(tmp_path):
     labels.write_bytes(b"not a numpy file")
     with pytest.raises(ValueError, match="labels.npy is not a .npy array"):
         convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2)
+
+
+@pytest.mark.parametrize("labels, message", [
+    (np.array([7.9] * 5), "labels must be whole numbers"),
+    (np.array([1, 2, -1, 3, 4]), "label -1 at position 2"),
+    (np.array([1, 2, 300, 3, 4]), "label 300 at position 2 is outside 0 to 9"),
+    (np.arange(3), "holds 5 images but .* 3 labels"),
+])
+def test_the_beam_conversion_refuses_bad_labels_before_it_starts(tmp_path, labels, message):
+    from helpers.scale.beam import convert_with_beam
+
+    np.save(tmp_path / "images.npy", np.zeros((5, 2, 2), np.uint8))
+    np.save(tmp_path / "labels.npy", labels)
+    with pytest.raises(ValueError, match=message):
+        convert_with_beam(tmp_path / "images.npy", tmp_path / "labels.npy", tmp_path / "out", "train", num_shards=2,
+                          num_classes=10)
+    assert not (tmp_path / "out").exists()
 
 
 def test_records_digest_ignores_order_and_file_boundaries(tmp_path):

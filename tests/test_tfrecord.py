@@ -1,3 +1,4 @@
+import errno
 import json
 import os
 import signal
@@ -5,16 +6,20 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.storage import tfrecord as T
 from helpers.storage.tfrecord import read_split   # notebook 04's pipeline, with the manifest's checks
-from helpers.storage.tfrecord import FeatureSpec, ShardError
+from helpers.storage.tfrecord import FeatureSpec, ShardError, load_manifest, write_shards
+from tests.conftest import edit_manifest, finishes_within, small_split, small_split_named
+from tests.test_clear_errors import case_manifest_file_outside_the_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -354,3 +359,336 @@ def test_write_shards_writes_notebook_02s_record_format_and_its_parse_reads_it(t
     assert written == [image_example(x, y).SerializeToString(deterministic=True) for x, y in zip(images, labels)]
     got_images, got_labels = parse_batch(tf.constant(written), shape=(4, 3))
     assert np.array_equal(got_images.numpy(), images) and got_labels.numpy().tolist() == labels.tolist()
+
+
+# ---------------------------------------------------------------- nothing outside the folder is touched
+
+
+def test_a_manifest_never_deletes_or_reads_outside_its_folder(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    case_manifest_file_outside_the_folder(tmp_path)
+    with pytest.raises(ShardError, match="must be 'train-00000-of-00004.tfrecord'"):
+        small_split(tmp_path / "shards", overwrite=True)
+    assert victim.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("planted", ["manifest.json", "manifest.json.partial", "train-00000-of-00001.tfrecord",
+                                     "train-00000-of-00001.tfrecord.partial"])
+def test_writers_never_write_through_a_planted_symlink(tmp_path, planted):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / planted).symlink_to(victim)
+    try:
+        small_split(shards, n=4, num_shards=1)
+    except ShardError as e:  # a symlink at manifest.json is read as a (bad) manifest and refused
+        assert planted == "manifest.json" and str(shards / "manifest.json") in str(e)
+    assert victim.read_text() == "keep me"
+
+
+def test_nothing_is_written_outside_the_folder_for_a_bad_split_name(tmp_path):
+    for split in ("../escape", "/tmp/abs", "a/b", "", "..", "."):
+        with pytest.raises(ShardError, match="must be one plain name"):
+            small_split_named(tmp_path / "shards", split)
+    assert sorted(p.name for p in tmp_path.rglob("*")) in ([], ["shards"])
+
+
+# ---------------------------------------------------------------- writers side by side
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from helpers.setup.processes import skip_unused_imports
+    skip_unused_imports()   # a fifth of TensorFlow's start, and this test starts four writers at once
+    from helpers.storage.tfrecord import write_shards
+
+    out, split, value = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    images = np.full((120, 4, 4), value, np.uint8)
+    write_shards(zip(images, range(120)), out, split, 60, total=120, progress=False)
+""")
+
+
+def test_writers_of_two_splits_in_one_folder_both_succeed(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+    def writer(out, split, value):
+        return subprocess.Popen([sys.executable, str(script), str(out), split, str(value)], env=env,
+                                stderr=subprocess.PIPE, text=True)
+
+    # Two trials of two writers sharing a folder; the trials run at the same time, each in its own folder (one
+    # after the other, the test took twice as long: each writer spends seconds starting TensorFlow).
+    trials = {out: [writer(out, "train", 1), writer(out, "test", 2)]
+              for out in (tmp_path / "shards-0", tmp_path / "shards-1")}
+    try:
+        for out, writers in trials.items():
+            errors = [w.communicate(timeout=240)[1] for w in writers]
+            assert [w.returncode for w in writers] == [0, 0], errors
+            splits = T.load_manifest(out)
+            assert ({k: (v.complete, len(v.shards)) for k, v in splits.items()}
+                    == {"train": (True, 60), "test": (True, 60)})
+            assert all(r.ok for r in T.verify_shards(out))
+            images, _ = next(iter(read_split(out, "test", 120)))
+            assert (images.numpy() == 2).all()
+    finally:
+        for w in (w for writers in trials.values() for w in writers if w.poll() is None):
+            w.kill()   # a failed trial leaves no process behind
+            w.communicate()
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import numpy as np
+    from helpers.storage.tfrecord import write_shards
+
+    out, marker = sys.argv[1], Path(sys.argv[2])
+
+    def records():
+        for i in range(8):
+            if i == 5:
+                marker.touch()
+                time.sleep(600)  # hold the split's lock until killed
+            yield np.zeros((4, 4), np.uint8), i
+
+    write_shards(records(), out, "train", 4, total=8, progress=False)
+""")
+
+
+def test_a_second_writer_of_the_same_split_is_told_who_holds_it(tmp_path):
+    script, marker, out = tmp_path / "holder.py", tmp_path / "marker", tmp_path / "shards"
+    script.write_text(HOLDER)
+    holder = subprocess.Popen([sys.executable, str(script), str(out), str(marker)],
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"})
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert holder.poll() is None and time.monotonic() < deadline, "the holder never started writing"
+            time.sleep(0.1)
+        with pytest.raises(ShardError, match=rf"split 'train' in .* is in use by another process \(process {holder.pid};"):
+            small_split(out, n=8)
+        small_split_named(out, "test")  # another split in the same folder is fine meanwhile
+    finally:
+        holder.kill()
+        holder.wait()
+    small_split(out, n=8, value=0)  # the lock died with its holder; the same data resumes
+    assert all(r.ok for r in T.verify_shards(out))
+
+
+# ---------------------------------------------------------------- a resume proves it continues the same data; a finished write is left alone
+
+
+def test_resume_with_other_data_and_no_fingerprint_is_refused(tmp_path):
+    manifest = small_split(tmp_path, n=8, num_shards=4, value=0)
+    (tmp_path / manifest.shards[1].file).unlink()
+    with pytest.raises(ShardError, match="train-00000-of-00004.tfrecord was written from other records"):
+        small_split(tmp_path, n=8, num_shards=4, value=1)
+    small_split(tmp_path, n=8, num_shards=4, value=1, overwrite=True)
+    _, labels = next(iter(read_split(tmp_path, "train", 8)))
+    images, _ = next(iter(read_split(tmp_path, "train", 8)))
+    assert (images.numpy() == 1).all() and labels.numpy().tolist() == list(range(8))
+
+
+def test_resume_with_the_same_data_rewrites_only_what_is_missing(tmp_path):
+    manifest = small_split(tmp_path, value=3)
+    (tmp_path / manifest.shards[2].file).unlink()
+    stamp = (tmp_path / manifest.shards[0].file).stat().st_mtime_ns
+    small_split(tmp_path, value=3)
+    assert (tmp_path / manifest.shards[0].file).stat().st_mtime_ns == stamp
+    assert all(r.ok for r in T.verify_shards(tmp_path))
+
+
+def test_rerun_with_fewer_records_than_a_finished_split_is_refused(tmp_path):
+    small_split(tmp_path, n=8, num_shards=2)
+    images = np.arange(8 * 16, dtype=np.uint8).reshape(8, 4, 4)
+    with pytest.raises(ShardError, match="the records ended after 4, but total=8"):
+        T.write_shards(zip(images[:4], range(4)), tmp_path, "train", 2, total=8, progress=False)
+
+
+def _listing(folder: Path) -> dict:
+    """Every file's time stamp and size, but the lock files' (taking a lock writes the holder's id)."""
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.iterdir() if p.suffix != ".lock"}
+
+
+def test_rerunning_a_complete_write_changes_nothing(tmp_path):
+    small_split(tmp_path)
+    before, folder_stamp = _listing(tmp_path), tmp_path.stat().st_mtime_ns
+    small_split(tmp_path)
+    assert _listing(tmp_path) == before and tmp_path.stat().st_mtime_ns == folder_stamp
+
+
+def test_rerunning_a_complete_write_on_a_read_only_folder_succeeds(tmp_path, monkeypatch):
+    small_split(tmp_path)
+    real_open = os.open
+
+    def read_only(path, flags, *args, **kwargs):  # what a read-only mount answers to any write
+        if str(path).startswith(str(tmp_path)) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    manifest = small_split(tmp_path)
+    assert manifest.complete
+    with pytest.raises(ShardError, match="cannot be written .*Read-only file system"):
+        small_split(tmp_path, value=1, overwrite=True)  # this does need writing: a clear error, not a traceback
+
+
+def test_a_writer_removes_only_its_own_temporary_files(tmp_path):
+    others = ["train-extra-00000-of-00002.tfrecord.0123abcd.partial",      # another split's shard in progress
+              "train-00000-of-00002-89abcdef.blocks.tfrecord.0123abcd.partial"]  # write_blocks of the same split
+    own = "train-00001-of-00004.tfrecord.fedcba98.partial"                 # a killed run of this very split
+    tmp_path.mkdir(exist_ok=True)
+    for name in [*others, own]:
+        (tmp_path / name).write_bytes(b"in progress")
+    small_split(tmp_path, n=40, num_shards=4)
+    assert all((tmp_path / name).exists() for name in others) and not (tmp_path / own).exists()
+
+
+# ---------------------------------------------------------------- damage found and named; reads that end
+
+
+def test_skipping_damaged_records_finishes_and_reports_what_was_lost(tmp_path):
+    manifest = small_split(tmp_path)
+    flipped = tmp_path / manifest.shards[1].file
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped.write_bytes(bytes(data))
+    reports = T.verify_shards(tmp_path)
+    readable = sum(r.records for r in reports)
+    assert 30 <= readable < 40
+
+    def read_all():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ds = read_split(tmp_path, "train", 4, skip_damaged=True, parallel_reads=2)
+            labels = np.concatenate([y for _, y in ds.as_numpy_iterator()])
+        return ds, labels, caught
+
+    ds, labels, caught = finishes_within(60, read_all)
+    assert len(labels) == readable and int(ds.cardinality()) == -(-readable // 4)  # batches of 4, the last partial
+    lost = [w for w in caught if issubclass(w.category, T.DamagedShardsWarning)]
+    assert len(lost) == 1 and f"{40 - readable} of 40 records" in str(lost[0].message)
+    assert manifest.shards[1].file in str(lost[0].message)
+
+
+def test_every_truncation_point_is_reported(tmp_path):
+    manifest = small_split(tmp_path, n=3, num_shards=1)
+    whole = (tmp_path / manifest.shards[0].file).read_bytes()
+    cut_file = tmp_path / "cut.tfrecord"
+    record = len(whole) // 3  # equal records: 12-byte header, 16-pixel Example, 4-byte CRC
+    silent = []
+    for cut in range(1, len(whole)):
+        cut_file.write_bytes(whole[:cut])
+        count, problem = T.scan_file(cut_file, None)
+        if cut % record == 0:  # a cut between records leaves a shorter valid file: the manifest's count catches it
+            assert (count, problem) == (cut // record, None)
+        elif problem is None:
+            silent.append(cut)
+    assert silent == [], f"truncations at these bytes went unnoticed: {silent}"
+
+
+def test_a_reader_fails_instead_of_misaligning_batches_when_the_spec_is_wrong(tmp_path):
+    import tensorflow as tf
+
+    small_split(tmp_path)
+    edit_manifest(tmp_path, lambda s: s.update(feature_spec={"image": {"shape": [2, 2], "dtype": "uint8"},
+                                                             "label": {"dtype": "int64"}}))
+    manifest = T.load_manifest(tmp_path)["train"]
+    # Past the check at build time, the parser itself refuses records of the wrong size.
+    parse = T.parse_batch_fn(manifest.encoding, manifest.spec, source=str(tmp_path))
+    ds = tf.data.TFRecordDataset(manifest.files(tmp_path)).batch(8).map(parse)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="do not hold uint8 \\(2, 2\\) images"):
+        list(ds)
+
+
+def test_verify_catches_a_shard_whose_record_count_was_edited(tmp_path):
+    small_split(tmp_path, n=40, num_shards=4)
+
+    def shrink(split):   # shard 0 holds 10 records; say 1, and keep the total consistent with it
+        split["shards"][0]["records"] = 1
+        split["total_records"] = 31
+
+    edit_manifest(tmp_path, shrink)
+    with pytest.raises(ShardError, match=r"train-00000-of-00004\.tfrecord: holds 10 records but the manifest says 1"):
+        read_split(tmp_path, "train", 8, verify=True)
+
+
+def test_a_total_that_does_not_add_up_is_refused_without_verify(tmp_path):
+    small_split(tmp_path, n=40, num_shards=4)
+    edit_manifest(tmp_path, lambda split: split.update(total_records=30))
+    with pytest.raises(ShardError, match="total_records=30 in 4 shards, but its 4 shards list 40 records"):
+        read_split(tmp_path, "train", 8)
+
+
+def test_ignore_errors_after_read_split_ends_with_the_readable_records(tmp_path):
+    manifest = small_split(tmp_path, n=40, num_shards=2)
+    victim = tmp_path / manifest.shards[0].file
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    for batch_size in (None, 4):
+        ds = read_split(tmp_path, "train", batch_size).ignore_errors()
+        assert int(ds.cardinality()) != 0
+        batches = finishes_within(30, lambda: list(ds))
+        labels = [int(v) for _, y in batches for v in np.atleast_1d(y.numpy())]
+        assert 20 <= len(labels) < 40 and set(range(20, 40)) <= set(labels)   # shard 1 whole, shard 0 in part
+
+
+def test_a_dataset_that_ends_before_its_length_says_so_and_ignore_errors_ends():
+    from helpers.storage.tfrecord.read import exact_length
+
+    three_of_five = exact_length(tf.data.Dataset.range(3), 5, "a test split")
+    assert int(three_of_five.cardinality()) == 5            # known to Keras, as assert_cardinality gives
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a test split ended before the 5 elements"):
+        list(three_of_five)
+    assert [int(v) for v in finishes_within(20, lambda: list(three_of_five.ignore_errors()))] == [0, 1, 2]
+    # What it replaces never ends: assert_cardinality's error, ignored, is raised again for ever. Shown in a child
+    # process that is killed after 3 s (a thread here would spin on a core for the rest of the test run).
+    looping = ("import sys, tensorflow as tf\n"
+               "ds = tf.data.Dataset.range(3).apply(tf.data.experimental.assert_cardinality(5)).ignore_errors()\n"
+               "print('reading', flush=True)\n"
+               "list(ds)\n")
+    child = subprocess.Popen([sys.executable, "-c", looping], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    try:
+        assert child.stdout.readline().strip() == "reading"
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=3)
+    finally:
+        child.kill()
+        child.wait()
+
+
+# ---------------------------------------------------------------- shards that are empty, out of order, or counted wrongly
+
+
+def test_an_empty_shard_never_decides_the_splits_image_spec(tmp_path):
+    images = np.zeros((1, 6, 6), np.uint8)
+    with pytest.raises(ShardError, match="hold no records.*spec="):   # first: its spec would have been (0,)
+        write_shards(iter([]), tmp_path, "train", 2, total=1, shards=[1], progress=False)
+    assert "train" not in load_manifest(tmp_path)
+    write_shards(zip(images, [3]), tmp_path, "train", 2, total=1, shards=[0], progress=False)
+    manifest = write_shards(iter([]), tmp_path, "train", 2, total=1, shards=[1], progress=False)  # after: adopts it
+    assert manifest.complete and manifest.spec == FeatureSpec((6, 6), "uint8")
+
+
+def test_shards_listed_out_of_order_are_refused_not_swapped(tmp_path):
+    images = np.arange(4).reshape(4, 1, 1).astype(np.uint8)
+    records = [(images[i], i) for i in (3, 1)]   # shard 3's record, then shard 1's, as listed
+    with pytest.raises(ValueError, match="increasing order"):
+        write_shards(iter(records), tmp_path, "train", 4, total=4, shards=[3, 1], progress=False)
+    with pytest.raises(ValueError, match="increasing order"):
+        write_shards(iter(records), tmp_path, "train", 4, total=4, shards=[1, 1], progress=False)
+    assert not list(tmp_path.glob("*.tfrecord"))
+
+
+@pytest.mark.parametrize("num_shards, total", [(True, 10), (2, True), (2, 10**30), (2.0, 10)])
+def test_write_shards_names_counts_that_are_not_whole_numbers_of_a_sane_size(tmp_path, num_shards, total):
+    images = np.zeros((10, 28, 28), np.uint8)
+    with pytest.raises(ValueError, match="whole number"):
+        write_shards(zip(images, range(10)), tmp_path, "train", num_shards, total=total, progress=False)
+    assert not list(tmp_path.iterdir())   # nothing written

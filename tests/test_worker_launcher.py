@@ -3,9 +3,13 @@ stopping the cluster at once, a port taken before a worker binds it, IPv6 loopba
 port 0 (helpers/scale/multi_worker.py, helpers/scale/data_service.py, helpers/setup/processes.py)."""
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 
 import pytest
+
+from tests.conftest import run_python
 
 
 # ---------------------------------------------------------------- the multi-worker launcher reads every worker
@@ -125,3 +129,60 @@ def test_the_data_service_binds_port_0_and_reports_the_port_it_got(monkeypatch, 
             assert cluster.target == f"grpc://localhost:{cluster.port}"
             assert str(cluster.port) in capsys.readouterr().out
         assert not port_is_taken(cluster.port)   # stopped when the block ended
+
+
+# ---------------------------------------------------------------- what the servers listen on, said plainly; ports that are not ports
+
+
+def test_the_data_service_says_it_listens_on_every_interface_and_it_does(capsys):
+    from helpers.scale.data_service import DataServiceCluster
+
+    with DataServiceCluster(workers=1) as cluster:   # the dispatcher in this process, the worker in its own
+        pids = [p.pid for p in cluster.children.processes.values()]
+        deadline = time.monotonic() + 20
+        listening: dict[int, list[str]] = {}
+        while time.monotonic() < deadline and len(listening) < len(pids):
+            listening = _listening(pids)
+            time.sleep(0.2)
+        dispatcher = [a for a in _listening([os.getpid()]).get(os.getpid(), [])
+                      if a.rsplit(":", 1)[1] == str(cluster.port)]
+    printed = capsys.readouterr().out
+    assert "every network interface" in printed and str(cluster.port) in printed
+    assert set(listening) == set(pids) and dispatcher, (listening, dispatcher)
+    listening[os.getpid()] = dispatcher
+    for pid, addresses in listening.items():   # the text is true: wildcard addresses, not 127.0.0.1
+        assert all(a.rsplit(":", 1)[0] in ("*", "0.0.0.0", "[::]") for a in addresses), (pid, addresses)
+
+
+def _listening(pids: list[int]) -> dict[int, list[str]]:
+    """Local addresses each process listens on, from `ss -ltnp`."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    found: dict[int, list[str]] = {}
+    for line in out.splitlines():
+        for pid in pids:
+            if f"pid={pid}," in line:
+                found.setdefault(pid, []).append(line.split()[3])
+    return found
+
+
+def test_a_taken_port_is_named_as_taken():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        done = run_python(f"""
+            import sys
+            sys.argv = ["helpers.scale.data_service", "dispatcher", "--port", "{port}"]
+            import runpy
+            runpy.run_module("helpers.scale.data_service", run_name="__main__")
+        """, timeout=60)
+    assert done.returncode != 0 and f"port {port}: another process is using it" in done.stderr
+
+
+@pytest.mark.parametrize("port", [True, -1, 65536, 1.5])
+def test_port_is_taken_names_a_port_that_is_not_one(port):
+    from helpers.setup.processes import port_is_taken
+    with pytest.raises(ValueError, match="TCP port"):
+        port_is_taken(port)
