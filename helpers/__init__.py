@@ -19,7 +19,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     data/standins.py            generated stand-ins for quick mode without the real files            -
     data/photo_sized.py         MNIST digits enlarged to a photo's size, in splits of so many MiB    05
     data/photos.py              a folder of JPEG photos cut from scikit-image's, and bad files       07
-    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      08
+    storage/files.py            atomic writes, locks, safe names, checksums, what is not a file      -
     storage/labels.py           the one check of class labels: every writer, every label file read   -
     storage/tfrecord/           sharded TFRecord files: format, manifest, write, read, check         02 04 05 06 07
     storage/blocks.py           block records' file names, index and integrity                       05 08 99
@@ -30,8 +30,8 @@ Where each part lives (folder/module · its one job · the notebooks that import
     storage/photo_scan.py       every file of a photo folder looked at: what it is, whether usable   07
     storage/slow_store.py       a folder served read-only through FUSE with a remote store's waits  04 05 07
     measure/core.py             the timing core: intervals of the median, alternating rounds        02 03 04 05 06 07 08
-    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  05 08
-    measure/full_run.py         the maintainers' last full benchmark run, read by key               08 99
+    measure/gpu_reference.py    how fast a reference GPU trains the series' models                  05
+    measure/full_run.py         the maintainers' last full benchmark run, read by key               99
                                 (last_full_run.txt beside it, installed with the package)
     measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 03 04 05 06 99
                                 appetite, dot plot, table
@@ -40,6 +40,8 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/model_charts.py     a classifier's mistakes drawn: predicted test images, confusion matrix  04
     measure/peak_memory.py      one training epoch in a fresh process: its peak memory, a budget     05
     measure/memory_budget.py    one epoch loaded or streamed, in children under a memory budget      05
+    measure/grain_rates.py      08's rates: training from each loader on each backend, Grain's     08
+                                forms alone against tf.data and the GPU
     measure/diagnose.py         the method packaged: three timings, waiting and CPU shares, verdict  05 99
     measure/timeline_chart.py   pipeline timelines drawn side by side                                05
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07

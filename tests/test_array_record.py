@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from helpers.storage.array_record import (MANIFEST, ArrayRecordError, array_record_readers, array_record_source,
-                                          decode_batch, decode_blocks, decode_record, write_array_records)
+from helpers.storage.array_record import (MANIFEST, ArrayRecordError, array_record_files, array_record_readers,
+                                          array_record_source, decode_batch, decode_blocks, decode_record,
+                                          write_array_records)
 
 rng = np.random.default_rng(0)
 IMAGES = rng.integers(0, 256, (50, 4, 4), dtype=np.uint8)
@@ -98,6 +99,21 @@ def test_damaged_splits_are_named(tmp_path, damage, message):
                                                      "splits": {}}))
     with pytest.raises(ArrayRecordError, match=message):
         array_record_source(tmp_path, "train", verify=True)
+
+
+def test_the_checked_files_are_the_shards_in_order_and_a_missing_one_is_named(tmp_path):
+    """array_record_files gives a reader that takes a list of files (Grain's ArrayRecordDataSource) the shards in
+    order, after the same checks as the other readers."""
+    from array_record.python.array_record_data_source import ArrayRecordDataSource
+
+    write_array_records(IMAGES, LABELS, tmp_path, "train", 3)
+    files, info = array_record_files(tmp_path, "train", verify=True)
+    assert [f.name for f in files] == [s.file for s in info.shards] == sorted(f.name for f in files)
+    source = ArrayRecordDataSource(files)
+    assert len(source) == 50 and decode_record(source[49], info)[1] == LABELS[49]
+    files[1].unlink()
+    with pytest.raises(ArrayRecordError, match=files[1].name):
+        array_record_files(tmp_path, "train")
 
 
 def test_a_record_of_the_wrong_size_is_named(tmp_path):

@@ -101,9 +101,9 @@ def test_an_interrupt_of_the_kernel_leaves_its_children_working(tmp_path):
     while they wait: each still does its work afterwards."""
     import keras
 
-    from helpers.lessons.resume_shuffle_grain import training_data
     from helpers.lessons.tfdata_mnist import article_mlp
     from helpers.storage.array_record import write_array_records
+    from helpers.training_runs.killed_run import training_data
 
     x, y = training_data(128)
     write_array_records(x, y, tmp_path / "ar", "train", 2, num_classes=10)

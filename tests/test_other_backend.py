@@ -16,8 +16,9 @@ def test_a_jax_child_trains_the_same_losses_as_tensorflow(tmp_path):
         pytest.skip("JAX is not installed (the [jax] extra)")
     import keras
 
-    from helpers.lessons.resume_shuffle_grain import backend_loaders, losses_from, training_data
+    from helpers.lessons.resume_shuffle_grain import backend_loaders, losses_from
     from helpers.lessons.tfdata_mnist import article_mlp
+    from helpers.training_runs.killed_run import training_data
 
     x, y = training_data(N)
     write_array_records(x, y, tmp_path / "ar", "train", 2, num_classes=10)
@@ -27,8 +28,9 @@ def test_a_jax_child_trains_the_same_losses_as_tensorflow(tmp_path):
     run.train(tmp_path / "jax", tmp_path / "ar", tmp_path / "initial.weights.h5", n=N, steps=STEPS, batch_size=BATCH,
               rounds=1)
     source, info = array_record_source(tmp_path / "ar", "train")
-    loaders = backend_loaders(x, y, source, info, BATCH)
-    here = {name: losses_from(tmp_path / "initial.weights.h5", make(), STEPS)[0] for name, make in loaders.items()}
+    loaders = backend_loaders(x, y, source, tuple(info.image_shape), info.image_dtype, BATCH)
+    here = {name: losses_from(article_mlp(), tmp_path / "initial.weights.h5", make(), STEPS)
+            for name, make in loaders.items()}
     run.wait_ready()
     result = run.measure()
     assert result["backend"] == "jax" and run.process.returncode == 0

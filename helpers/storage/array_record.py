@@ -4,6 +4,7 @@ format Grain reads (notebook 08).
     write_array_records(images, labels, "data/mnist-ar", "train", num_shards=4)   # a SplitInfo
     source, info = array_record_source("data/mnist-ar", "train")   # checked; source[i] is record i's bytes
     image, label = decode_record(source[0], info)
+    files, info = array_record_files("data/mnist-ar", "train")    # checked; for ArrayRecordDataSource(files)
     readers, info = array_record_readers("data/mnist-ar", "train")   # many records in one call per shard
     images, labels = decode_batch(readers.__getitems__([5, 0, 9]), info)
     write_array_records(images, labels, "data/mnist-ar-blocks", "train", 4, block_size=128)   # block records
@@ -292,6 +293,15 @@ def array_record_source(directory: str | Path, split: str, *, verify: bool = Fal
         raise ArrayRecordError(f"{directory}: split {split!r} holds {len(source)} records, the manifest says "
                                f"{sum(info.shard_record_counts())}.")
     return source, info
+
+
+def array_record_files(directory: str | Path, split: str, *, verify: bool = False) -> tuple[list[Path], SplitInfo]:
+    """`(files, info)`: a complete split's shard files in order, checked as `array_record_source` checks them, for a
+    reader that takes a list of files (Grain's `ArrayRecordDataSource(files)`, notebook 08's lesson)."""
+    directory = Path(directory)
+    info = _checked_split(directory, split, verify)
+    _check_record_counts(directory, info)
+    return [directory / s.file for s in info.shards], info
 
 
 class ShardReaders:

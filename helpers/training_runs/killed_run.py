@@ -70,6 +70,17 @@ def run_killed(runs: list[tuple[str, str | Path, int, int]], *, epochs: int = 3,
     return KilledRuns(timeout).run(runs, epochs=epochs, batch_size=batch_size, save_every=save_every)
 
 
+def training_data(n: int):
+    """The first `n` MNIST training images and their labels as int64, as notebook 08 trains on them (quick mode
+    without the real files: the generated stand-ins)."""
+    import numpy as np
+
+    from helpers.data.datasets import load_mnist
+
+    (x, y), _ = load_mnist()
+    return x[:n], y[:n].astype(np.int64)
+
+
 def _fail(message: str) -> None:
     """Exit at once with `message` on stderr: threads stopped in their callbacks must not hold up the exit."""
     sys.stderr.write(message + "\n")
@@ -86,7 +97,7 @@ def main() -> None:
         import keras
         import tensorflow as tf
     tf.config.experimental.enable_op_determinism()   # as the notebook's kernel: the same weights, bit for bit
-    from helpers.lessons.resume_shuffle_grain import id_mlp, train_exact, train_with_backup, training_data
+    from helpers.lessons.resume_shuffle_grain import id_mlp, train_exact, train_with_backup
 
     line = sys.stdin.readline()
     if not line:

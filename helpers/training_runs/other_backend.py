@@ -6,7 +6,8 @@ once (seconds, which pass while the kernel works), then waits for its work as on
 It runs notebook 08's lesson code (`helpers.lessons.resume_shuffle_grain`): from the initial weights the kernel
 saved, it trains `steps` steps on each loader (tf.data and Grain, the same batches in the same order) and saves the
 weights the tf.data run ended with; then it prints READY and waits for "go", so that its timing never overlaps the
-kernel's; then it measures each loader's training rate (`loader_rates`) and prints one JSON line.
+kernel's; then it measures each loader's training rate (`helpers.measure.grain_rates.loader_rates`) and prints one
+JSON line.
 
     run = BackendRun("jax", gpu=False)   # starts importing now
     run.train("data/run/jax", "data/run/array_record", "data/run/initial.weights.h5", n=2000, steps=20,
@@ -125,7 +126,9 @@ def main(argv: list[str] | None = None) -> None:
     if keras.backend.backend() != backend_name:
         sys.exit(f"KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r} gave Keras the {keras.backend.backend()} "
                  f"backend, not {backend_name}")
-    from helpers.lessons.resume_shuffle_grain import backend_loaders, loader_rates, losses_from
+    from helpers.lessons.resume_shuffle_grain import backend_loaders, losses_from
+    from helpers.lessons.tfdata_mnist import article_mlp
+    from helpers.measure.grain_rates import loader_rates
     from helpers.storage.array_record import array_record_readers, array_record_source, decode_batch
 
     line = sys.stdin.readline()
@@ -137,10 +140,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"{args.array_record_dir} holds {len(source)} records, not the {args.n} to train on")
     readers, _ = array_record_readers(args.array_record_dir, "train")
     x, y = decode_batch(readers.__getitems__(range(args.n)), info)   # tf.data's arrays: the same images, read once
-    loaders = backend_loaders(x, y, source, info, args.batch_size)
+    loaders = backend_loaders(x, y, source, tuple(info.image_shape), info.image_dtype, args.batch_size)
     losses = {}
     for name, make in loaders.items():
-        losses[name], trained = losses_from(args.initial_weights, make(), args.steps)
+        trained = article_mlp()
+        losses[name] = losses_from(trained, args.initial_weights, make(), args.steps)
         if name == "tf.data":
             model = trained
     weights = Path(args.directory) / WEIGHTS.format(backend=backend_name)
