@@ -7,28 +7,38 @@ each epoch comes from the device again. Here every file is dropped from the page
 checks that the drop left nothing cached.
 
 Sides, in one alternation per dataset (`helpers.measure.alternate`):
-- raw: the same files read one after another in reads of 8 MiB into one buffer, nothing decoded (`read_raw`):
+- raw: the same files read one after another in reads of 8 MiB into one buffer, nothing decoded (`raw_epoch`):
   the device's rate for these files, which no reader of them beats;
-- pipeline: block records read by `read_from_disk` (below), batches made and handed over as `fit` gets them,
-  no model (`pipeline_epoch`);
-- lesson: notebook 05's `read_blocks` as it is today, for comparison (the change `read_from_disk` makes is the
-  one the lesson should take).
+- pipeline: `read_blocks_batched` (below), the reader proposed for notebook 05, batches handed over as `fit` gets
+  them, no model (`pipeline_epoch`);
+- lesson: notebook 05's `read_blocks` as it is today, for comparison.
+
+`read_blocks_batched` keeps blocks as the pipeline's elements up to the batch: the blocks are shuffled, `mix_blocks`
+of them are batched as serialized records and parsed with one `tf.io.parse_example` call, their rows decoded
+straight into one tensor and, where a window is more than one batch, shuffled together with one gather. Against
+`read_blocks` it saves a copy of every byte and most of the per-block map calls, and reads the files 1 MiB at a
+time (`read_size`): measured step by step by `bench_cold_steps`. It mixes exactly as `read_blocks` does (the same
+block shuffle, the same windows). It gives no read-ahead hint: a `posix_fadvise(WILLNEED)` per file, made in a
+`tf.py_function`, helped a little but can hang the process at exit (an iterator alive when Python shuts down
+waits for a hint that waits for the interpreter lock: 2 exits in 5 here), which a lesson cannot ship.
 
 Both datasets are block records of images drawn at random (uniform noise): no storage layer between the VM and
 the device can read them faster by compressing or de-duplicating them, and nothing measured here depends on the
 pixels. The MLP's are MNIST-shaped (28x28 uint8, batch 1024 as the MLP's GPU keys), the autoencoder's
 CIFAR-shaped (32x32x3 uint8, batch 256; uint8 batches, as a model that casts its input itself takes them).
 
-Keys (each round's MB/s, the same files' bytes on both sides; every epoch's start-up is counted; the detail lines
-give the CPU seconds each side spent per GB, every thread's, user and system: on two cores, what a cold read costs
-in CPU decides how fast a pipeline can read):
+Keys (each round's steady MB/s: over the middle half of the epoch, the raw read's as the pipelines', once a
+pipeline's buffers are full and before they drain (`steady_rate`); an epoch of data larger than RAM runs at that
+rate, its start-up a rounding error. Each side's start-up and whole-epoch MB/s are on the detail line, as are the
+CPU seconds each side spent per GB over the whole epoch, every thread's, user and system: on two shared cores, what
+reading costs in CPU decides how fast a pipeline can read, and it is the steadier measure on a busy machine):
 - cold_pipeline_vs_raw_read_mlp, cold_pipeline_vs_raw_read_ae: the pipeline / the raw read (goal ≥ 0.90)
 - cold_lesson_vs_raw_read_mlp, cold_lesson_vs_raw_read_ae: notebook 05's read_blocks as it is / the raw read
 - cold_pipeline_vs_gpu_bs1024 (MLP), cold_pipeline_vs_gpu_bs256 (autoencoder): the pipeline's samples/s read cold
   / the samples/s the reference H200 trains (`helpers.measure.gpu_reference`); the detail line gives the disk's
   MB/s and the GPU's appetite in MB/s (its samples/s times the bytes a sample takes in these files).
 
-`python -m benchmarks.run --only cold_steps` measures the steps that led to `read_from_disk`, one at a time.
+`python -m benchmarks.run --only cold_steps` measures the steps that led to `read_blocks_batched`, one at a time.
 """
 from __future__ import annotations
 
@@ -39,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -47,13 +57,11 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.run import Result
-from helpers.lessons.pipeline_profiling import BLOCK_SIZE, mix_images, parse_block_fn, read_blocks, write_blocks
-from helpers.measure import Epoch, Rounds, alternate, pipeline_epoch
-from helpers.measure.cold_read import (advise_willneed, cached_fraction, can_drop_page_cache, drop_from_page_cache,
-                                       read_raw)
+from helpers.lessons.pipeline_profiling import BLOCK_SIZE, block_layout, read_blocks, read_spec, write_blocks
+from helpers.measure import Epoch, Rounds, alternate, batch_size_of, steady_epoch
+from helpers.measure.cold_read import cached_fraction, can_drop_page_cache, drop_from_page_cache, raw_read_marks, read_raw
 from helpers.measure.gpu_reference import gpu_appetite
 from helpers.storage.blocks import open_block_split, read_block_split, write_block_split
-from helpers.storage.tfrecord.read import exact_length
 
 GOAL = "≥ 0.90"
 REPLY = "COLD-READ "   # the prefix of the measuring child's one line of JSON
@@ -62,53 +70,77 @@ MLP_BATCH, AE_BATCH = 1024, 256
 FILE_MIB = 64          # about this many MiB per file of block records
 MIN_FILES = 8          # and at least this many files (a quick run's small splits too: 4 are read at once)
 LEFT_CACHED = 0.02     # a drop that leaves more than this share of the files cached did not work
+STEADY = (0.25, 0.75)  # the stretch of an epoch (shares of its samples) whose rate is its steady rate
 
 
-def read_ahead_hint(file):
-    """For `dataset.map` over file names: ask the kernel to read the whole file into the page cache in the background
-    (`POSIX_FADV_WILLNEED`) as soon as the name comes up, and pass the name on."""
-    def hint(name):
-        advise_willneed(name.numpy().decode())
-        return name
+def parse_blocks_fn(spec, block_size, source="these block records"):
+    """A function for `dataset.map` over a batch of serialized block records: `(x, y, real)`, every block's rows
+    decoded as a full block's (a short block padded with zeros) into one tensor each, and `real` marking the rows
+    that are not padding; once it has checked that each block holds `spec` and as many x as y."""
+    (x_dtype, x_shape), (y_dtype, y_shape) = read_spec(spec)
+    x_bytes = x_dtype.size * int(np.prod(x_shape))   # the bytes of one x, and of one y
+    y_bytes = y_dtype.size * int(np.prod(y_shape))
+    description = {name: tf.io.FixedLenFeature([], tf.string) for name in ("x", "y", "spec")}
 
-    return tf.ensure_shape(tf.py_function(hint, [file], tf.string), [])
+    def parse(serialized):
+        blocks = tf.io.parse_example(serialized, description)   # all the blocks in one call
+        rows = tf.strings.length(blocks["y"]) // y_bytes
+        checks = [tf.debugging.Assert(tf.reduce_all(tf.equal(blocks["spec"], spec)),
+                                      [f"a block in {source} does not hold {spec}"]),
+                  tf.debugging.Assert(tf.reduce_all(tf.equal(tf.strings.length(blocks["x"]), rows * x_bytes)),
+                                      [f"a block in {source} does not hold one x per y"])]
+        with tf.control_dependencies(checks):   # checked before their bytes are cut into rows
+            x = tf.io.decode_raw(blocks["x"], x_dtype, fixed_length=block_size * x_bytes)
+            y = tf.io.decode_raw(blocks["y"], y_dtype, fixed_length=block_size * y_bytes)
+        real = tf.reshape(tf.range(block_size) < rows[:, None], [-1])
+        return tf.reshape(x, [-1, *x_shape]), tf.reshape(y, [-1, *y_shape]), real
+
+    return parse
 
 
-def read_from_disk(directory, split, batch_size=256, *, shuffle=False, mix_blocks=8, shuffle_blocks=64,
-                   parallel_reads=4, seed=None, verify=False, read_ahead=True, buffer_size=0):
-    """Notebook 05's `read_blocks` with the change proposed for reading from the disk: each file, as the interleave
-    takes it up, is first handed to `read_ahead_hint`, so that the kernel reads it whole, in large requests, while
-    the pipeline still works on the files before it. `read_ahead=False, buffer_size=2**18` is `read_blocks` itself;
-    `buffer_size` is TFRecordDataset's read buffer (0: none, the lesson's choice). `split` may also be a list of
-    splits of one image spec and block size, read as one (data written in parts, one `write_blocks` call each)."""
-    splits = [split] if isinstance(split, str) else list(split)
-    parts = [open_block_split(directory, name, verify=verify, batch_size=batch_size, mix_blocks=mix_blocks,
-                              shuffle_blocks=shuffle_blocks, parallel_reads=parallel_reads) for name in splits]
-    info = parts[0]
-    if any((p.tag, p.block_size) != (info.tag, info.block_size) for p in parts):
-        raise ValueError(f"splits {splits} of {directory} differ in image spec or block size: read them apart")
-    info = replace(info, files=[f for p in parts for f in p.files], total_records=sum(p.total_records for p in parts))
-    where = f"block split{'s' * (len(splits) > 1)} {', '.join(map(repr, splits))} of {directory}"
-    parse = parse_block_fn(info.tag, where)
-    files = tf.data.Dataset.from_tensor_slices([str(f) for f in info.files])
-    records = lambda file: tf.data.TFRecordDataset(file, buffer_size=buffer_size)
-    if not shuffle:
-        if read_ahead:
-            files = files.map(read_ahead_hint)
-        ds = files.flat_map(records).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+def read_blocks_batched(files, batch_size=256, *, count=None, shuffle=False, mix_blocks=8, shuffle_blocks=64,
+                        parallel_reads=4, read_size=2**20, seed=None):
+    """Notebook 05's `read_blocks` with the change proposed for reading from the disk: blocks stay the pipeline's
+    elements until `mix_blocks` of them are parsed together (`parse_blocks_fn`), their rows shuffled with one
+    gather where a window is more than a batch; files read `read_size` bytes at a time. Same arguments, same
+    batches, the same mixing."""
+    spec, block_size = block_layout(files[0])
+    parse = parse_blocks_fn(spec, block_size)
+    names = tf.data.Dataset.from_tensor_slices([str(f) for f in files])
+    records = lambda name: tf.data.TFRecordDataset(name, buffer_size=read_size)
+    mix = shuffle and block_size * mix_blocks != batch_size   # one batch a window: its order changes no gradient
+
+    def rows(serialized):
+        x, y, real = parse(serialized)
+        if mix:   # the real rows, shuffled
+            order = tf.random.shuffle(tf.where(real)[:, 0], seed=seed)
+            return tf.gather(x, order), tf.gather(y, order)
+        return tf.cond(tf.reduce_all(real), lambda: (x, y),   # all full: no copy
+                       lambda: (tf.boolean_mask(x, real), tf.boolean_mask(y, real)))
+
+    if not shuffle:   # the written order
+        ds = names.flat_map(records)
     else:
-        window = info.block_size * mix_blocks
-        files = files.shuffle(len(info.files), seed=seed)
-        if read_ahead:
-            files = files.map(read_ahead_hint)
-        ds = (files.interleave(records, cycle_length=parallel_reads, num_parallel_calls=parallel_reads,
-                               deterministic=False)
-              .shuffle(shuffle_blocks, seed=seed)
-              .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-              .rebatch(window))
-        if window != batch_size:
-            ds = ds.map(lambda x, y: mix_images(x, y, seed), num_parallel_calls=tf.data.AUTOTUNE)
-    return exact_length(ds.rebatch(batch_size), -(-info.total_records // batch_size), where)
+        ds = (names.shuffle(len(files), seed=seed)                # a new file order each epoch
+              .interleave(records, cycle_length=parallel_reads,   # several files at once,
+                          num_parallel_calls=parallel_reads,      # whichever block is
+                          deterministic=False)                    # ready first
+              .shuffle(shuffle_blocks, seed=seed))                # the blocks
+    ds = ds.batch(mix_blocks).map(rows, num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size)
+    return ds if count is None else ds.apply(
+        tf.data.experimental.assert_cardinality(-(-count // batch_size)))
+
+
+def read_from_disk(directory, split, batch_size=256, *, verify=False, **options):
+    """`read_blocks_batched` over a block split, or over a list of splits of one image spec and block size read as
+    one (data written in parts, one `write_block_split` call each), their indexes checked first."""
+    splits = [split] if isinstance(split, str) else list(split)
+    counts = {name: options[name] for name in ("mix_blocks", "shuffle_blocks", "parallel_reads") if name in options}
+    parts = [open_block_split(directory, name, verify=verify, batch_size=batch_size, **counts) for name in splits]
+    if any((p.tag, p.block_size) != (parts[0].tag, parts[0].block_size) for p in parts):
+        raise ValueError(f"splits {splits} of {directory} differ in image spec or block size: read them apart")
+    return read_blocks_batched([f for p in parts for f in p.files], batch_size,
+                               count=sum(p.total_records for p in parts), **options)
 
 
 def mix_blocks_for(batch_size: int, block_size: int = BLOCK_SIZE) -> int:
@@ -132,14 +164,44 @@ def write_cold_split(directory: Path, n: int, shape: tuple, seed: int, file_mib:
     return open_block_split(directory, "train").files
 
 
+def steady_rate(marks: list[tuple[float, int]], stretch: tuple[float, float] = STEADY) -> float:
+    """Samples (or bytes) per second between the marks `(time, done so far)` that open and close `stretch` of the
+    epoch: the rate once every buffer of a pipeline is full and before they drain at the end (the first batch comes
+    after the shuffle buffer filled, the last ones from buffers that no longer fill), which an epoch's whole rate
+    (its start-up in) understates and its rate past the first batch (the buffers' fill out) overstates.
+
+    >>> steady_rate([(1.0, 10), (2.0, 30), (3.0, 50), (4.0, 70), (5.0, 90), (5.5, 100)])   # from 30 to 70
+    20.0
+    """
+    total = marks[-1][1]
+    opening = next(m for m in marks if m[1] >= stretch[0] * total)
+    closing = [m for m in marks if m[1] <= stretch[1] * total][-1]
+    if closing[0] <= opening[0]:
+        raise ValueError(f"an epoch of {len(marks)} marks has none between {stretch[0]:.0%} and {stretch[1]:.0%} of "
+                         f"it: too few batches to tell a steady rate")
+    return (closing[1] - opening[1]) / (closing[0] - opening[0])
+
+
+def timed_epoch(dataset: tf.data.Dataset) -> tuple[Epoch, float]:
+    """One epoch of `dataset`, every batch produced as `fit` gets it (as `pipeline_epoch`): the `Epoch` and its
+    `steady_rate` in samples per second."""
+    start, done, marks = time.perf_counter(), 0, []
+    for batch in dataset:
+        done += batch_size_of(batch)
+        marks.append((time.perf_counter(), done))
+    return steady_epoch(start, marks), steady_rate(marks)
+
+
 @dataclass
 class ColdSides:
-    """What one dataset's alternation measured: MB/s per side and round, the epochs of the pipelines, the drops."""
+    """What one dataset's alternation measured: steady MB/s per side and round, every side's epochs (the raw read's
+    in bytes), the drops, the CPU cost."""
 
     rounds: Rounds
     epochs: dict[str, list[Epoch]] = field(default_factory=dict)
     left_cached: list[float] = field(default_factory=list)   # the files' cached share after each drop
     cpu: dict[str, list[float]] = field(default_factory=dict)   # CPU seconds (every thread, user and system) per GB
+    whole: dict[str, list[float]] = field(default_factory=dict)   # MB/s over the whole epoch, start-up included
 
     def mb_per_s(self, side: str) -> float:
         return self.rounds.samples(side).median / 1e6
@@ -148,29 +210,40 @@ class ColdSides:
         """The median CPU seconds the side spent per GB read, from the first round kept (the warm-up's left out)."""
         return float(np.median(self.cpu[side][1:] or self.cpu[side]))
 
+    def whole_mb_per_s(self, side: str) -> float:
+        return float(np.median(self.whole[side][1:] or self.whole[side]))
+
+    def start_up_ms(self, side: str) -> float:
+        return float(np.median([e.start_up for e in self.epochs[side]]) * 1e3)
+
     def to_json(self) -> dict:
-        return {"values": self.rounds.values, "left_cached": self.left_cached, "cpu": self.cpu,
-                "epochs": {side: [[e.samples, e.seconds, e.start_up] for e in epochs]
+        return {"values": self.rounds.values, "left_cached": self.left_cached, "cpu": self.cpu, "whole": self.whole,
+                "epochs": {side: [[e.samples, e.seconds, e.start_up, e.first_samples] for e in epochs]
                            for side, epochs in self.epochs.items()}}
 
     @classmethod
     def from_json(cls, doc: dict) -> "ColdSides":
         return cls(Rounds(list(doc["values"]), doc["values"]),
                    {side: [Epoch(*e) for e in epochs] for side, epochs in doc["epochs"].items()},
-                   doc["left_cached"], doc["cpu"])
+                   doc["left_cached"], doc["cpu"], doc["whole"])
 
 
-def cold_alternation(files: list[Path], pipelines: dict[str, Callable[[], tf.data.Dataset]], bytes_per_sample: float,
-                     rounds: int, cached: tuple[str, ...] = ()) -> ColdSides:
-    """The raw read and each pipeline, every file dropped from the page cache before each, in alternating rounds
-    after one warm-up round (it traces the pipelines); each side's value is its bytes per second. The pipelines
-    named in `cached` read the files from the page cache instead (read once, untimed, just before): the reference
-    a cold read's cost is told from."""
+def cold_alternation(files: list[Path], pipelines: dict[str, Callable[[], tf.data.Dataset]],
+                     bytes_per_sample: float | dict[str, float], rounds: int, cached: tuple[str, ...] = (),
+                     files_of: dict[str, list[Path]] | None = None) -> ColdSides:
+    """The raw read of `files` and each pipeline, every file dropped from the page cache before each, in alternating
+    rounds after one warm-up round (it traces the pipelines); each side's value is its steady rate in bytes per
+    second (`steady_rate`: the middle half of the epoch, for the raw read as for the pipelines). The pipelines named in `cached` read their files from the
+    page cache instead (read once, untimed, just before): the reference a cold read's cost is told from.
+    A pipeline may read other files than `files` (`files_of[name]`, `bytes_per_sample[name]`: the same images in
+    another format); every side drops every file of the alternation."""
     measured = ColdSides(Rounds([]))
+    files_of = files_of or {}
+    everything = list(files) + [f for name in files_of for f in files_of[name]]
 
     def drop():
-        drop_from_page_cache(files)
-        measured.left_cached.append(cached_fraction(files))
+        drop_from_page_cache(everything)
+        measured.left_cached.append(cached_fraction(everything))
 
     def cpu_seconds() -> float:
         times = os.times()
@@ -178,38 +251,43 @@ def cold_alternation(files: list[Path], pipelines: dict[str, Callable[[], tf.dat
 
     def raw() -> float:
         drop()
-        cpu, start = cpu_seconds(), time.perf_counter()
-        total = read_raw(files)
-        seconds = time.perf_counter() - start
-        measured.cpu.setdefault("raw", []).append((cpu_seconds() - cpu) / total * 1e9)
-        return total / seconds
+        cpu = cpu_seconds()
+        start, marks = raw_read_marks(files)
+        epoch = steady_epoch(start, marks)
+        measured.cpu.setdefault("raw", []).append((cpu_seconds() - cpu) / epoch.samples * 1e9)
+        measured.whole.setdefault("raw", []).append(epoch.rate / 1e6)
+        measured.epochs.setdefault("raw", []).append(epoch)
+        return steady_rate(marks)
 
     def pipeline(name: str, make: Callable[[], tf.data.Dataset]) -> Callable[[], float]:
+        per_sample = bytes_per_sample[name] if isinstance(bytes_per_sample, dict) else bytes_per_sample
+
         def side() -> float:
-            dataset = make()   # reads the index and the first block: before the drop
+            dataset = make()   # reads the first block: before the drop
             if name in cached:
-                read_raw(files)
+                drop()
+                read_raw(files_of.get(name, files))
             else:
                 drop()
             cpu = cpu_seconds()
-            epoch = pipeline_epoch(dataset)
-            measured.cpu.setdefault(name, []).append((cpu_seconds() - cpu) / (epoch.samples * bytes_per_sample) * 1e9)
+            epoch, rate = timed_epoch(dataset)
+            measured.cpu.setdefault(name, []).append((cpu_seconds() - cpu) / (epoch.samples * per_sample) * 1e9)
+            measured.whole.setdefault(name, []).append(epoch.rate * per_sample / 1e6)
             measured.epochs.setdefault(name, []).append(epoch)
-            return epoch.samples * bytes_per_sample / epoch.seconds
+            return rate * per_sample
 
         return side
 
     sides = {"raw": raw, **{name: pipeline(name, make) for name, make in pipelines.items()}}
     measured.rounds = alternate(sides, rounds=rounds, warmup=1)
-    for name in pipelines:
+    for name in sides:
         del measured.epochs[name][0]   # the warm-up round's
     return measured
 
 
 def measure(quick: bool) -> list[dict]:
     """Both datasets' alternations, as JSON-ready documents (`cold_results` reads them)."""
-    # About 1 GB a dataset in a full run: read at a few hundred MB/s to a few GB/s, each epoch's start-up (tens of
-    # milliseconds) is a few per cent of it.
+    # About 1 GB a dataset in a full run: a second or less a side at this machine's cold rates.
     n_mlp, n_ae, rounds = (64_000, 16_000, 1) if quick else (1_300_000, 330_000, 6)
     workdir = Path(tempfile.mkdtemp(prefix="bench-cold-read-"))
     try:
@@ -226,7 +304,7 @@ def measure(quick: bool) -> list[dict]:
                                                    mix_blocks=mix),
             }, file_bytes / n, rounds)
             docs.append({"model": model, "n": n, "n_files": len(files), "file_bytes": file_bytes,
-                         "batch_size": batch_size, **measured.to_json()})
+                         "batch_size": batch_size, "load": os.getloadavg()[0], **measured.to_json()})
             shutil.rmtree(directory)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -262,26 +340,28 @@ def cold_results(doc: dict) -> list[Result]:
                                                                       "cifar_autoencoder")}
     whose, shaped, reference = names[model]
     per_sample = file_bytes / n
-    raw_mb, pipeline_mb, lesson_mb = (measured.mb_per_s(s) for s in ("raw", "pipeline", "lesson"))
-    start_up = {s: np.median([e.start_up for e in measured.epochs[s]]) * 1e3 for s in ("pipeline", "lesson")}
+    raw_mb, pipeline_mb = measured.mb_per_s("raw"), measured.mb_per_s("pipeline")
     cached = max(measured.left_cached)
     files = (f"{n:,} {shaped} images, {file_bytes / 1e6:,.0f} MB in {n_files} files, batch {batch_size}, "
-             f"{measured.rounds.samples('raw').n} rounds; after each drop at most {cached:.1%} of the files "
-             f"stayed cached" + (" (THE DROP DID NOT WORK: these reads were not cold)" if cached > LEFT_CACHED else ""))
+             f"{measured.rounds.samples('raw').n} rounds, load {doc['load']:.1f}; after each drop at most {cached:.1%} "
+             f"of the files stayed cached" + (" (THE DROP DID NOT WORK: these reads were not cold)"
+                                              if cached > LEFT_CACHED else ""))
+
+    def side(name: str) -> str:
+        return (f"{measured.mb_per_s(name):,.0f} MB/s steady ({measured.whole_mb_per_s(name):,.0f} over the whole "
+                f"epoch, start-up {measured.start_up_ms(name):.0f} ms), {measured.cpu_per_gb(name):.2f} CPU s/GB")
+
     gpu = gpu_appetite(reference, batch_size).samples_per_second
     pipeline_rate = measured.rounds.samples("pipeline").scaled(1 / per_sample)
     return [
         Result(f"cold_pipeline_vs_raw_read_{model}",
-               f"{whose} block records read cold by the proposed pipeline (read-ahead hint per file) / the same "
-               f"files read raw, cold, in 8 MiB reads", GOAL,
-               f"pipeline {pipeline_mb:,.0f} MB/s (start-up {start_up['pipeline']:.0f} ms, counted; "
-               f"{measured.cpu_per_gb('pipeline'):.2f} CPU s/GB), raw {raw_mb:,.0f} MB/s "
-               f"({measured.cpu_per_gb('raw'):.2f} CPU s/GB) (medians); {files}", measured.rounds.ratio("pipeline", "raw")),
+               f"{whose} block records read cold by the proposed reader (read_blocks_batched) / the same files "
+               f"read raw, cold, in 8 MiB reads", GOAL,
+               f"pipeline {side('pipeline')}; raw {side('raw')} (medians); {files}",
+               measured.rounds.ratio("pipeline", "raw")),
         Result(f"cold_lesson_vs_raw_read_{model}",
-               f"the same read by notebook 05's read_blocks as it is (no hint) / the raw read", "-",
-               f"read_blocks {lesson_mb:,.0f} MB/s (start-up {start_up['lesson']:.0f} ms; "
-               f"{measured.cpu_per_gb('lesson'):.2f} CPU s/GB), raw {raw_mb:,.0f} MB/s",
-               measured.rounds.ratio("lesson", "raw")),
+               f"the same read by notebook 05's read_blocks as it is / the raw read", "-",
+               f"read_blocks {side('lesson')}; raw {raw_mb:,.0f} MB/s", measured.rounds.ratio("lesson", "raw")),
         Result(f"cold_pipeline_vs_gpu_bs{batch_size}",
                f"{whose} pipeline alone reading cold / the reference H200 training the "
                f"{'MLP' if model == 'mlp' else 'autoencoder'} at batch {batch_size}", "-",

@@ -240,7 +240,7 @@ def test_read_from_disk_reads_every_image_of_several_splits_once(tmp_path):
     labels = np.arange(1_000) % 10
     write_block_split(write_blocks, images[:600], labels[:600], tmp_path, "part000", num_shards=3)
     write_block_split(write_blocks, images[600:], labels[600:], tmp_path, "part001", num_shards=2)
-    for options in ({}, {"read_ahead": False}, {"buffer_size": 2**16, "parallel_reads": 2}):
+    for options in ({}, {"read_size": 0}, {"read_size": 2**16, "parallel_reads": 2}):
         ds = read_from_disk(tmp_path, ["part000", "part001"], 128, shuffle=True, **options)
         assert len(ds) == 8
         got = [(x.numpy(), y.numpy()) for x, y in ds]
@@ -252,3 +252,48 @@ def test_read_from_disk_reads_every_image_of_several_splits_once(tmp_path):
     import pytest
     with pytest.raises(ValueError, match="differ in image spec"):
         read_from_disk(tmp_path, ["part000", "other"], 128)
+
+
+def test_the_batched_block_reader_gives_read_blocks_rows_and_mixes_as_it_does(tmp_path):
+    """`read_blocks_batched` (the reader proposed for notebook 05) against the lesson's `read_blocks`: in the written
+    order the same batches; shuffled, every row once with its label, full batches but the last, short blocks (the
+    files' last) included, and each batch drawn from `mix_blocks` blocks as read_blocks draws it."""
+    import pytest
+
+    from benchmarks.bench_cold_read import read_blocks_batched
+    from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
+
+    n, block = 1_000, 64
+    ids = np.arange(n)
+    images = np.zeros((n, 28, 28), np.uint8)
+    images[:, 0, 0], images[:, 0, 1] = ids // 256, ids % 256
+    labels = (ids * 7 % 10).astype(np.int64)
+    files = [tmp_path / f"part-{i}.tfrecord" for i in range(3)]   # 334, 333, 333 rows: a short block each
+    write_blocks(images, labels, files, block_size=block)
+    first_rows = np.array([0, 334, 667])
+    file_of = np.searchsorted(first_rows, ids, side="right") - 1
+    block_of = file_of * 100 + (ids - first_rows[file_of]) // block
+
+    def rows(ds):
+        got = [(x.numpy(), y.numpy()) for x, y in ds]
+        return [len(y) for _, y in got], np.concatenate([x for x, _ in got]), np.concatenate([y for _, y in got])
+
+    sizes, x, y = rows(read_blocks_batched(files, 100, count=n, mix_blocks=3))
+    _, x_lesson, y_lesson = rows(read_blocks(files, 100, count=n, mix_blocks=3))
+    assert (x == x_lesson).all() and (y == y_lesson).all() and sizes == [100] * 10
+    for batch_size, mix_blocks in ((256, 4), (100, 3), (64, 1)):
+        ds = read_blocks_batched(files, batch_size, count=n, shuffle=True, mix_blocks=mix_blocks, seed=1)
+        assert len(ds) == -(-n // batch_size)
+        sizes, x, y = rows(ds)
+        got = x[:, 0, 0].astype(int) * 256 + x[:, 0, 1]
+        assert sorted(got) == list(range(n)) and (y == labels[got]).all(), (batch_size, mix_blocks)
+        assert all(size == batch_size for size in sizes[:-1]), sizes
+        assert got.tolist() != list(range(n))
+        # a batch holds rows of one window of mix_blocks blocks, or of two where it spans two windows, one more for
+        # each of the three short blocks (a row shuffle would draw most batches from all 18 blocks)
+        spans = [len(set(block_of[got[i:i + batch_size]])) for i in range(0, n, batch_size)]
+        assert max(spans) <= 2 * mix_blocks + 3 and np.median(spans) <= mix_blocks + 1, spans
+    with pytest.raises(Exception, match="does not hold"):
+        other = tmp_path / "other.tfrecord"
+        write_blocks(images[:10].repeat(2, axis=1), labels[:10], [other], block_size=block)
+        list(read_blocks_batched([files[0], other], 64, shuffle=True, mix_blocks=2))

@@ -5,7 +5,8 @@ read them raw at the device's own pace, and the machine's RAM and free disk spac
   cached pages (`posix_fadvise(POSIX_FADV_DONTNEED)`), so that the next read comes from the device.
 - `cached_fraction(paths)`: the share of their pages in the page cache now (`mincore`), to check a drop worked.
 - `read_raw(paths)`: every file to its end, one after another, in large sequential reads into one buffer: the
-  rate no reader of these files beats, the reference a pipeline's cold read is compared with.
+  rate no reader of these files beats, the reference a pipeline's cold read is compared with; `raw_read_marks(paths)`
+  the same read with the time of each read, as a pipeline's epoch has the time of each batch.
 - `advise_sequential`, `advise_willneed`: the kernel's read-ahead hints for one open file.
 - `memory_bytes()`, `free_bytes(folder)`: the machine's RAM, and the space left where data would be written.
 - `cold_read_slowdown(paths)`: the same files read just after a drop against read again at once (cached), in
@@ -22,6 +23,7 @@ import ctypes.util
 import mmap
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -114,6 +116,19 @@ def read_raw(paths: Iterable[str | Path], chunk: int = RAW_CHUNK) -> int:
             while count := f.readinto(buffer):
                 total += count
     return total
+
+
+def raw_read_marks(paths: Iterable[str | Path], chunk: int = RAW_CHUNK) -> tuple[float, list[tuple[float, int]]]:
+    """`read_raw`, timed: its start (`time.perf_counter()`) and, after each read, `(time, bytes read so far)`: the
+    marks `helpers.measure.steady_epoch` makes an `Epoch` of (its samples then bytes), as a pipeline's batches."""
+    buffer = memoryview(bytearray(chunk))
+    start, total, marks = time.perf_counter(), 0, []
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while count := f.readinto(buffer):
+                total += count
+                marks.append((time.perf_counter(), total))
+    return start, marks
 
 
 def _advise(fd: int, advice: str) -> bool:
