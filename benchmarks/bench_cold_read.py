@@ -7,20 +7,18 @@ each epoch comes from the device again. Here every file is dropped from the page
 checks that the drop left nothing cached.
 
 Sides, in one alternation per dataset (`helpers.measure.alternate`):
-- raw: the same files read one after another in reads of 8 MiB into one buffer, nothing decoded (`raw_epoch`):
-  the device's rate for these files, which no reader of them beats;
-- pipeline: `read_blocks_batched` (below), the reader proposed for notebook 05, batches handed over as `fit` gets
-  them, no model (`pipeline_epoch`);
+- raw: the same files read one after another in reads of 8 MiB into one buffer, nothing decoded
+  (`raw_read_marks`): the device's rate for these files, which no reader of them beats;
+- pipeline: notebook 05's `read_blocks` with the change proposed for it, reads of 1 MiB (`READ_SIZE`) instead of
+  256 KiB (`read_from_disk`), batches handed over as `fit` gets them, no model;
 - lesson: notebook 05's `read_blocks` as it is today, for comparison.
 
-`read_blocks_batched` keeps blocks as the pipeline's elements up to the batch: the blocks are shuffled, `mix_blocks`
-of them are batched as serialized records and parsed with one `tf.io.parse_example` call, their rows decoded
-straight into one tensor and, where a window is more than one batch, shuffled together with one gather. Against
-`read_blocks` it saves a copy of every byte and most of the per-block map calls, and reads the files 1 MiB at a
-time (`read_size`): measured step by step by `bench_cold_steps`. It mixes exactly as `read_blocks` does (the same
-block shuffle, the same windows). It gives no read-ahead hint: a `posix_fadvise(WILLNEED)` per file, made in a
-`tf.py_function`, helped a little but can hang the process at exit (an iterator alive when Python shuts down
-waits for a hint that waits for the interpreter lock: 2 exits in 5 here), which a lesson cannot ship.
+The steps behind the proposal (`python -m benchmarks.run --only cold_steps`): 1 MiB reads cut the CPU a cold read
+costs (about 1.25 -> 0.9-1.05 CPU s/GB); keeping blocks as the pipeline's elements up to the batch (one
+`parse_example` call per window, `bench_cold_steps.read_blocks_batched`) gave no steady gain; a
+`posix_fadvise(WILLNEED)` hint per file, made in a `tf.py_function`, helped a little but can hang the process at
+exit (an iterator alive when Python shuts down waits for a hint that waits for the interpreter lock: 2 exits in 5
+here), which a lesson cannot ship; raw fixed-length blocks (no CRC, no protocol buffer) cost a third less CPU.
 
 Both datasets are block records of images drawn at random (uniform noise): no storage layer between the VM and
 the device can read them faster by compressing or de-duplicating them, and nothing measured here depends on the
@@ -38,7 +36,6 @@ reading costs in CPU decides how fast a pipeline can read, and it is the steadie
   / the samples/s the reference H200 trains (`helpers.measure.gpu_reference`); the detail line gives the disk's
   MB/s and the GPU's appetite in MB/s (its samples/s times the bytes a sample takes in these files).
 
-`python -m benchmarks.run --only cold_steps` measures the steps that led to `read_blocks_batched`, one at a time.
 """
 from __future__ import annotations
 
@@ -57,7 +54,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.run import Result
-from helpers.lessons.pipeline_profiling import BLOCK_SIZE, block_layout, read_blocks, read_spec, write_blocks
+from helpers.lessons.pipeline_profiling import BLOCK_SIZE, read_blocks, write_blocks
 from helpers.measure import Epoch, Rounds, alternate, batch_size_of, steady_epoch
 from helpers.measure.cold_read import cached_fraction, can_drop_page_cache, drop_from_page_cache, raw_read_marks, read_raw
 from helpers.measure.gpu_reference import gpu_appetite
@@ -73,74 +70,20 @@ LEFT_CACHED = 0.02     # a drop that leaves more than this share of the files ca
 STEADY = (0.25, 0.75)  # the stretch of an epoch (shares of its samples) whose rate is its steady rate
 
 
-def parse_blocks_fn(spec, block_size, source="these block records"):
-    """A function for `dataset.map` over a batch of serialized block records: `(x, y, real)`, every block's rows
-    decoded as a full block's (a short block padded with zeros) into one tensor each, and `real` marking the rows
-    that are not padding; once it has checked that each block holds `spec` and as many x as y."""
-    (x_dtype, x_shape), (y_dtype, y_shape) = read_spec(spec)
-    x_bytes = x_dtype.size * int(np.prod(x_shape))   # the bytes of one x, and of one y
-    y_bytes = y_dtype.size * int(np.prod(y_shape))
-    description = {name: tf.io.FixedLenFeature([], tf.string) for name in ("x", "y", "spec")}
-
-    def parse(serialized):
-        blocks = tf.io.parse_example(serialized, description)   # all the blocks in one call
-        rows = tf.strings.length(blocks["y"]) // y_bytes
-        checks = [tf.debugging.Assert(tf.reduce_all(tf.equal(blocks["spec"], spec)),
-                                      [f"a block in {source} does not hold {spec}"]),
-                  tf.debugging.Assert(tf.reduce_all(tf.equal(tf.strings.length(blocks["x"]), rows * x_bytes)),
-                                      [f"a block in {source} does not hold one x per y"])]
-        with tf.control_dependencies(checks):   # checked before their bytes are cut into rows
-            x = tf.io.decode_raw(blocks["x"], x_dtype, fixed_length=block_size * x_bytes)
-            y = tf.io.decode_raw(blocks["y"], y_dtype, fixed_length=block_size * y_bytes)
-        real = tf.reshape(tf.range(block_size) < rows[:, None], [-1])
-        return tf.reshape(x, [-1, *x_shape]), tf.reshape(y, [-1, *y_shape]), real
-
-    return parse
-
-
-def read_blocks_batched(files, batch_size=256, *, count=None, shuffle=False, mix_blocks=8, shuffle_blocks=64,
-                        parallel_reads=4, read_size=2**20, seed=None):
-    """Notebook 05's `read_blocks` with the change proposed for reading from the disk: blocks stay the pipeline's
-    elements until `mix_blocks` of them are parsed together (`parse_blocks_fn`), their rows shuffled with one
-    gather where a window is more than a batch; files read `read_size` bytes at a time. Same arguments, same
-    batches, the same mixing."""
-    spec, block_size = block_layout(files[0])
-    parse = parse_blocks_fn(spec, block_size)
-    names = tf.data.Dataset.from_tensor_slices([str(f) for f in files])
-    records = lambda name: tf.data.TFRecordDataset(name, buffer_size=read_size)
-    mix = shuffle and block_size * mix_blocks != batch_size   # one batch a window: its order changes no gradient
-
-    def rows(serialized):
-        x, y, real = parse(serialized)
-        if mix:   # the real rows, shuffled
-            order = tf.random.shuffle(tf.where(real)[:, 0], seed=seed)
-            return tf.gather(x, order), tf.gather(y, order)
-        return tf.cond(tf.reduce_all(real), lambda: (x, y),   # all full: no copy
-                       lambda: (tf.boolean_mask(x, real), tf.boolean_mask(y, real)))
-
-    if not shuffle:   # the written order
-        ds = names.flat_map(records)
-    else:
-        ds = (names.shuffle(len(files), seed=seed)                # a new file order each epoch
-              .interleave(records, cycle_length=parallel_reads,   # several files at once,
-                          num_parallel_calls=parallel_reads,      # whichever block is
-                          deterministic=False)                    # ready first
-              .shuffle(shuffle_blocks, seed=seed))                # the blocks
-    ds = ds.batch(mix_blocks).map(rows, num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size)
-    return ds if count is None else ds.apply(
-        tf.data.experimental.assert_cardinality(-(-count // batch_size)))
+READ_SIZE = 2**20   # the proposed read_size of notebook 05's read_blocks (it has 256 KiB): bench_cold_steps
 
 
 def read_from_disk(directory, split, batch_size=256, *, verify=False, **options):
-    """`read_blocks_batched` over a block split, or over a list of splits of one image spec and block size read as
-    one (data written in parts, one `write_block_split` call each), their indexes checked first."""
+    """Notebook 05's `read_blocks` with the change proposed for reading from the disk (`read_size=READ_SIZE` unless
+    given) over a block split, or over a list of splits of one image spec and block size read as one (data written
+    in parts, one `write_block_split` call each), their indexes checked first."""
     splits = [split] if isinstance(split, str) else list(split)
     counts = {name: options[name] for name in ("mix_blocks", "shuffle_blocks", "parallel_reads") if name in options}
     parts = [open_block_split(directory, name, verify=verify, batch_size=batch_size, **counts) for name in splits]
     if any((p.tag, p.block_size) != (parts[0].tag, parts[0].block_size) for p in parts):
         raise ValueError(f"splits {splits} of {directory} differ in image spec or block size: read them apart")
-    return read_blocks_batched([f for p in parts for f in p.files], batch_size,
-                               count=sum(p.total_records for p in parts), **options)
+    return read_blocks([f for p in parts for f in p.files], batch_size, count=sum(p.total_records for p in parts),
+                       **{"read_size": READ_SIZE, **options})
 
 
 def mix_blocks_for(batch_size: int, block_size: int = BLOCK_SIZE) -> int:
@@ -245,9 +188,8 @@ def cold_alternation(files: list[Path], pipelines: dict[str, Callable[[], tf.dat
         drop_from_page_cache(everything)
         measured.left_cached.append(cached_fraction(everything))
 
-    def cpu_seconds() -> float:
-        times = os.times()
-        return times.user + times.system
+    def cpu_seconds() -> float:   # every thread's, user and system (os.times ticks are 10 ms)
+        return time.process_time()
 
     def raw() -> float:
         drop()
@@ -355,8 +297,8 @@ def cold_results(doc: dict) -> list[Result]:
     pipeline_rate = measured.rounds.samples("pipeline").scaled(1 / per_sample)
     return [
         Result(f"cold_pipeline_vs_raw_read_{model}",
-               f"{whose} block records read cold by the proposed reader (read_blocks_batched) / the same files "
-               f"read raw, cold, in 8 MiB reads", GOAL,
+               f"{whose} block records read cold by read_blocks with 1 MiB reads (the change proposed for notebook "
+               f"05) / the same files read raw, cold, in 8 MiB reads", GOAL,
                f"pipeline {side('pipeline')}; raw {side('raw')} (medians); {files}",
                measured.rounds.ratio("pipeline", "raw")),
         Result(f"cold_lesson_vs_raw_read_{model}",
