@@ -13,6 +13,9 @@ import pytest
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
+# Smoke files run after a notebook's pasted lesson code (tests/test_lesson_code.py), never on their own: importing one
+# (as --doctest-modules would) fails on the names the pasted code defines.
+collect_ignore = ["lesson_smoke"]
 
 
 @pytest.fixture

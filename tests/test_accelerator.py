@@ -103,6 +103,9 @@ def test_every_child_process_of_the_series_is_started_without_the_gpu(tmp_path, 
 
     platform.processor()   # cached now, before subprocess is replaced
     images, labels = save_source(np.zeros((4, 2, 2), np.uint8), np.arange(4), tmp_path / "source")
+    from helpers.storage.tfrecord import write_shards   # the workers' shards are checked before any starts
+    write_shards(zip(np.zeros((8, 28, 28), np.uint8), np.arange(8) % 10), tmp_path / "shards", "train", 2,
+                 total=8, progress=False)
     started_envs = []
 
     def capture(*args, env=None, **kwargs):   # every environment a helper hands to Popen or run; nothing starts
@@ -115,7 +118,7 @@ def test_every_child_process_of_the_series_is_started_without_the_gpu(tmp_path, 
     starters = {
         "memory child": lambda: peak_training_memory("stream", tmp_path, "train", **CHILD),
         "memory child under a budget": lambda: peak_training_memory("load", tmp_path, "train", budget_mib=900, **CHILD),
-        "training workers": lambda: train_on_workers(tmp_path, "train", workers=2),
+        "training workers": lambda: train_on_workers(tmp_path / "shards", "train", workers=2),
         "Beam conversion": lambda: convert_with_beam(images, labels, tmp_path / "out", "train", num_shards=2),
         "tf.data service": lambda: DataServiceCluster(workers=1).__enter__(),
     }

@@ -97,10 +97,18 @@ def run_pasted(source: str, scratch: Path, timeout: float = 600) -> subprocess.C
 
 
 def with_smoke_file(notebook: Path) -> Path:
+    """The notebook's smoke file; a notebook with code to copy must have one (one without is skipped)."""
     smoke = smoke_file(notebook)
-    if not smoke.is_file():
-        pytest.skip(f"{notebook.name} has no smoke file {smoke.relative_to(ROOT)} yet")
+    if not saved_code(notebook):
+        pytest.skip(f"{notebook.name} has no #@save cells: nothing to copy")
+    assert smoke.is_file(), f"{notebook.name} has #@save cells but no smoke file {smoke.relative_to(ROOT)}"
     return smoke
+
+
+def test_the_central_lessons_are_copy_tested():
+    """02's records, 03's PyDataset, 04's pipeline, 05's block records, 07's photo pipeline, 08's exact resume."""
+    for number in ("02", "03", "04", "05", "07", "08"):
+        assert (ROOT / "tests" / "lesson_smoke" / f"{number}.py").is_file(), number
 
 
 @pytest.mark.parametrize("notebook", numbered_notebooks(), ids=lambda p: p.name[:2])
