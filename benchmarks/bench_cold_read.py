@@ -70,12 +70,12 @@ LEFT_CACHED = 0.02     # a drop that leaves more than this share of the files ca
 STEADY = (0.25, 0.75)  # the stretch of an epoch (shares of its samples) whose rate is its steady rate
 
 
-READ_SIZE = 2**20   # the proposed read_size of notebook 05's read_blocks (it has 256 KiB): bench_cold_steps
+READ_SIZE = 2**20   # notebook 05's read_blocks reads 1 MiB at a time: bench_cold_steps
 
 
 def read_from_disk(directory, split, batch_size=256, *, verify=False, **options):
-    """Notebook 05's `read_blocks` with the change proposed for reading from the disk (`read_size=READ_SIZE` unless
-    given) over a block split, or over a list of splits of one image spec and block size read as one (data written
+    """Notebook 05's `read_blocks` reading `READ_SIZE` bytes at a time (its default; `read_size` given overrides it)
+    over a block split, or over a list of splits of one image spec and block size read as one (data written
     in parts, one `write_block_split` call each), their indexes checked first."""
     splits = [split] if isinstance(split, str) else list(split)
     counts = {name: options[name] for name in ("mix_blocks", "shuffle_blocks", "parallel_reads") if name in options}

@@ -14,7 +14,7 @@ seconds per GB, the steadier measure on a busy machine):
 - prototype: the reader the first cold-read measurements proposed: `read_blocks` with no read buffer (a read per
   record) and a `posix_fadvise(WILLNEED)` hint on each file as the interleave takes it up, made in a
   `tf.py_function` (which can hang the process at exit: `bench_cold_read`'s docstring)
-- lesson: `read_blocks` as notebook 05 has it (reads of 256 KiB, its `read_size`)
+- lesson: `read_blocks` as notebook 05 has it (reads of 1 MiB, its `read_size`)
 - lesson_1mib: `read_blocks` with reads of 1 MiB (`read_size=2**20`)
 - batched: blocks kept as the pipeline's elements, `mix_blocks` of them parsed in one `parse_example` call and
   decoded into one tensor, reads of 1 MiB (`read_blocks_batched`): against lesson_1mib, what the per-block work and
