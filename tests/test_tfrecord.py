@@ -692,3 +692,47 @@ def test_write_shards_names_counts_that_are_not_whole_numbers_of_a_sane_size(tmp
     with pytest.raises(ValueError, match="whole number"):
         write_shards(zip(images, range(10)), tmp_path, "train", num_shards, total=total, progress=False)
     assert not list(tmp_path.iterdir())   # nothing written
+
+
+# ---------------------------------------------------------------- notebook 02's lesson writer
+
+
+def test_two_lesson_writers_of_one_split_at_once_each_leave_whole_files(tmp_path, monkeypatch):
+    """Notebook 02's write_tfrecords, run twice at once into one folder (two kernels, say): both finish and every
+    shard is one writer's whole file (with one shared temporary name, one writer's file was cut into by the other
+    and the second rename found nothing)."""
+    import threading
+    from helpers.lessons import tfrecord_conversion as lesson
+
+    both_writing, example = threading.Barrier(2, timeout=30), lesson.image_example
+    def meet_after_first(image, label):   # both writers hold an open shard before either goes on
+        if not getattr(started, "done", False):
+            started.done = True
+            both_writing.wait()
+        return example(image, label)
+    started = threading.local()
+    monkeypatch.setattr(lesson, "image_example", meet_after_first)
+    images = {which: np.full((300, 28, 28), which, np.uint8) for which in (1, 2)}
+    errors = []
+    def write(which):
+        try:
+            lesson.write_tfrecords(images[which], np.full(300, which), tmp_path, "train", 2)
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=write, args=(which,)) for which in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    for path in sorted(tmp_path.glob("train-*.tfrecord")):
+        x, y = (np.concatenate(parts) for parts in zip(*lesson.read_tfrecords([str(path)], 64).as_numpy_iterator()))
+        assert len(y) == 150 and len(set(y.tolist())) == 1 and (x == y[0]).all(), path.name
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_the_lesson_writer_refuses_images_and_labels_of_different_lengths(tmp_path):
+    from helpers.lessons.tfrecord_conversion import write_tfrecords
+    with pytest.raises(ValueError, match="10 images but 12 labels"):   # the two extra labels were dropped
+        write_tfrecords(np.zeros((10, 28, 28), np.uint8), np.zeros(12), tmp_path, "train", 2)
+    assert not list(tmp_path.iterdir())

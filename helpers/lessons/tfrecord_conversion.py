@@ -16,20 +16,24 @@ def image_example(image, label):
 
 # ---------------- defined in notebooks/02_tfrecord_conversion.ipynb, section: 3. Writing shards
 import os
+import secrets
 
 
 def write_tfrecords(images, labels, folder, split, num_shards):
     """Write (image, label) pairs as `num_shards` TFRecord files of `image_example` records;
     return the files' paths. Each file takes its name only when it is whole."""
+    if len(images) != len(labels):
+        raise ValueError(f"{len(images)} images but {len(labels)} labels")
     os.makedirs(folder, exist_ok=True)
     paths = []
     for index, part in enumerate(np.array_split(np.arange(len(images)), num_shards)):
         path = os.path.join(folder, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
-        with tf.io.TFRecordWriter(path + ".partial") as writer:
+        partial = f"{path}.{secrets.token_hex(4)}.partial"   # a writer's own: two never share one
+        with tf.io.TFRecordWriter(partial) as writer:
             for i in part:
                 example = image_example(images[i], labels[i])
                 writer.write(example.SerializeToString(deterministic=True))
-        os.replace(path + ".partial", path)
+        os.replace(partial, path)
         paths.append(path)
     return paths
 
