@@ -18,7 +18,8 @@ from helpers.storage.tfrecord.manifest import SplitManifest, manifest_path, read
 
 
 class DamagedShardsWarning(UserWarning):
-    """`read_split(..., skip_damaged=True)` left out unreadable records; the message counts them."""
+    """`readable_shards(..., skip_damaged=True)` (or `read_split`'s) left out unreadable records; the message
+    counts them."""
 
 
 def _image_fits_spec(example: tf.train.Example, manifest: SplitManifest) -> bool:
@@ -49,7 +50,7 @@ def check_shard_files(directory: str | Path, manifest: SplitManifest) -> None:
             raise ShardError(
                 f"{path} is {size:,} bytes but {manifest_path(directory).name} says {info.bytes:,}: the file was cut "
                 f"short or replaced. verify_shards() shows which records are readable; the same write_shards() call "
-                f"re-creates it, or read_split(..., skip_damaged=True) reads what is left.")
+                f"re-creates it, or readable_shards(..., skip_damaged=True) reads what is left.")
     first = next((directory / s.file for s in manifest.shards if s.records), None)
     if first is None:
         return
@@ -133,7 +134,7 @@ def readable_shards(directory: str | Path, split: str, *, skip_damaged: bool = F
     if skip_damaged:
         if damaged:
             names = "; ".join(f"{Path(r.file).name}: {r.lost:,} lost ({r.problem})" for r in damaged)
-            warnings.warn(f"read_split(skip_damaged=True): {sum(r.lost for r in damaged):,} of "
+            warnings.warn(f"readable_shards(skip_damaged=True): {sum(r.lost for r in damaged):,} of "
                           f"{manifest.total_records:,} records of split {split!r} are unreadable and left out. {names}. "
                           f"Re-create the damaged shards with the same write_shards() call.",
                           DamagedShardsWarning, stacklevel=3)
