@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.measure import Samples
-from helpers.measure.diagnose import (NOT_FIRM, VERDICT_SENTENCES, Diagnosis, diagnose, diagnosis_verdict,
+from helpers.measure.diagnose import (CANNOT_TELL, CHEAP, HIGHLY_INPUT_BOUND, NOT_INPUT_BOUND, VERDICT_SENTENCES, Diagnosis, diagnose, diagnosis_verdict,
                                       waiting_shares)
 from helpers.measure.core import Epoch
 from helpers.measure.report import TOO_FEW
@@ -72,19 +72,56 @@ def test_diagnose_refuses_a_dataset_of_unknown_length():
     (0.01, 0.5, 0.9, "not input-bound"),                    # under 5 % nothing else matters
     (0.50, 0.5, 0.1, "highly input-bound"),                 # slower alone: the profiler's degree, however cheap
     (0.12, 0.8, None, "moderately input-bound"),
-    (0.20, 0.8, None, "input-bound"),                       # the interval holds the 20 % line: no degree
+    (0.20, 0.8, None, "input-bound, how much cannot tell at this size"),   # the interval holds the 20 % line
     (0.40, 1.5, 0.5, "keeps up, costly on shared cores"),
     (0.40, 1.5, 0.2, "keeps up, cheap"),
-    (0.40, 1.5, 1 / 3, "keeps up"),                         # the interval holds a third
+    (0.40, 1.5, 1 / 3, "keeps up, its cost cannot tell at this size"),     # the interval holds a third
     (0.40, 1.5, None, "keeps up"),                          # the CPU share not measured
-    (0.40, 1.0, 0.2, NOT_FIRM),                             # the headroom's interval holds 1
-    (0.05, 0.5, None, NOT_FIRM),                            # the waiting share's holds 5 %
+    (0.40, 1.0, 0.2, CANNOT_TELL),                          # the headroom's interval holds 1
+    (0.05, 0.5, None, CANNOT_TELL),                         # the waiting share's holds 5 %
+    (0.05, 1.5, 0.2, CANNOT_TELL),                          # ... even where the pipeline keeps up alone
+    (0.05, 1.5, None, CANNOT_TELL),
 ])
 def test_every_verdict_follows_the_rule(waiting, headroom, cpu_share, expected):
     d = shared_cores(waiting, headroom, cpu_share)
     assert d.verdict == expected
     text = str(d)
     assert text.startswith(f"{expected}: ") and VERDICT_SENTENCES[expected] in text
+
+
+def test_a_waiting_share_that_holds_the_5_percent_line_never_says_keeps_up():
+    # A learner's run: the pipeline alone clearly faster than the model, the waiting share's interval across 5 %.
+    # The old rule said "keeps up, cheap" from the headroom alone; the waiting share may be under 5 % or over it.
+    waiting = Samples([0.01, 0.03, 0.04, 0.06, 0.08, 0.12])
+    assert waiting.interval[0] < NOT_INPUT_BOUND < waiting.interval[1]
+    d = Diagnosis(spread(300.0), spread(100.0), spread(90.0), waiting, cpu_share=spread(0.2))
+    assert d.verdict == CANNOT_TELL and "keeps up" not in str(d).split(":")[0]
+
+
+def test_every_verdict_holds_at_its_intervals_unfavourable_end():
+    # Every figure across every line: a verdict that claims a side of a line has its whole interval on that side.
+    for waiting in (0.01, 0.05, 0.12, 0.20, 0.40):
+        for headroom in (0.5, 1.0, 1.5):
+            for cpu_share in (None, 0.2, CHEAP, 0.5):
+                d = shared_cores(waiting, headroom, cpu_share)
+                (w_low, w_high), (h_low, h_high) = d.waiting_share.interval, d.headroom.interval
+                word = d.verdict
+                if word == "not input-bound":
+                    assert w_high < NOT_INPUT_BOUND, d
+                if word.startswith("keeps up"):
+                    assert w_low > NOT_INPUT_BOUND and h_low > 1, d
+                if word.endswith("input-bound") and word != "not input-bound":
+                    assert w_low > NOT_INPUT_BOUND and h_high < 1, d
+                if word == "highly input-bound":
+                    assert w_low > HIGHLY_INPUT_BOUND, d
+                if word == "moderately input-bound":
+                    assert w_high < HIGHLY_INPUT_BOUND, d
+                if word == "keeps up, cheap":
+                    assert d.cpu_share.interval[1] < CHEAP, d
+                if word == "keeps up, costly on shared cores":
+                    assert d.cpu_share.interval[0] > CHEAP, d
+                if w_low <= NOT_INPUT_BOUND <= w_high or (w_low > NOT_INPUT_BOUND and h_low <= 1 <= h_high):
+                    assert word == CANNOT_TELL, d
 
 
 def test_fewer_than_six_rounds_give_no_verdict():

@@ -11,13 +11,19 @@ alone feed a GPU? (Notebook 05 §2 takes the same three timings one at a time; n
 - `pipeline_epoch_cpu`, `fit_epoch_cpu`, `trace_training_step`: the parts of the three timings.
 
 The verdicts, on the waiting share's lines (the TensorFlow Profiler's: under 5 % not input-bound, over 20 % highly),
-the headroom against 1 and the CPU share against a third:
-- waiting under 5 %: "not input-bound";
-- the pipeline alone slower than the model alone (headroom below 1): "highly input-bound" over 20 % waiting,
-  "moderately input-bound" between the lines, "input-bound" where the interval holds the 20 % line;
-- faster alone (headroom above 1): "keeps up, cheap" with a CPU share under a third, "keeps up, costly on shared
-  cores" over it, "keeps up" where it holds the line or was not measured;
-- an interval that holds 1 or the 5 % line where it decides: "not firm"; fewer than 6 rounds: "too few rounds to tell".
+the headroom against 1 and the CPU share against a third. Each verdict holds at its interval's unfavourable end (the
+series' rule for goals): a claim such as "keeps up" needs the whole interval on its side of the line, and an interval
+that holds a line that decides gives "cannot tell at this size", never the kinder word:
+- fewer than 6 rounds: "too few rounds to tell";
+- waiting under 5 % (the interval's high end): "not input-bound"; an interval that holds 5 %: "cannot tell at this
+  size";
+- waiting over 5 % (the low end) and the pipeline alone slower than the model alone (headroom's high end below 1):
+  "highly input-bound" over 20 % (the low end), "moderately input-bound" under it (the high end), "input-bound, how
+  much cannot tell at this size" where the interval holds 20 %;
+- waiting over 5 % and faster alone (headroom's low end above 1): "keeps up, cheap" with a CPU share under a third
+  (the high end), "keeps up, costly on shared cores" over it (the low end), "keeps up, its cost cannot tell at this
+  size" where the interval holds a third, "keeps up" where the CPU share was not measured;
+- a headroom whose interval holds 1: "cannot tell at this size".
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ from helpers.measure.report import NO_DIFFERENCE, TOO_FEW, around, verdict
 
 NOT_INPUT_BOUND, HIGHLY_INPUT_BOUND = 0.05, 0.20   # the TensorFlow Profiler's lines on the waiting share
 CHEAP = 1 / 3   # a CPU share under this: the pipeline needs under half the CPU the model does
-NOT_FIRM = "not firm"
+CANNOT_TELL = "cannot tell at this size"   # an interval holds a line that decides
 
 VERDICT_SENTENCES = {   # what each verdict means where the pipeline and the model share the cores
     "not input-bound": "Training hardly waits for input.",
@@ -40,16 +46,20 @@ VERDICT_SENTENCES = {   # what each verdict means where the pipeline and the mod
                                "training waits for it, here and beside a GPU."),
     "highly input-bound": ("Past each epoch's start-up the pipeline alone is slower than the model alone: "
                            "training waits for it, here and beside a GPU."),
-    "input-bound": ("Past each epoch's start-up the pipeline alone is slower than the model alone: training waits "
-                    "for it; how much, this run cannot tell."),
+    "input-bound, how much cannot tell at this size": (
+        "Past each epoch's start-up the pipeline alone is slower than the model alone: training waits for it; the "
+        "waiting share's interval holds the 20 % line, so how much, this run cannot tell."),
     "keeps up, costly on shared cores": (
         "The pipeline alone outruns the model but needs half the CPU the model does or more, so on shared cores it "
         "slows training; with cores to spare it would not."),
     "keeps up, cheap": ("The pipeline alone outruns the model at a small CPU cost: the waiting is the little CPU it "
                         "takes from the model."),
+    "keeps up, its cost cannot tell at this size": (
+        "The pipeline alone outruns the model: the waiting is the CPU it takes from the model; the CPU share's "
+        "interval holds a third, so whether that is cheap, this run cannot tell."),
     "keeps up": "The pipeline alone outruns the model: the waiting is the CPU it takes from the model.",
-    NOT_FIRM: ("An interval holds the line that decides (the headroom's 1, or the waiting share's 5 %): this run "
-               "cannot tell; more rounds on an idle machine can."),
+    CANNOT_TELL: ("An interval holds the line that decides (the waiting share's 5 %, or the headroom's 1): this "
+                  "run cannot tell; more rounds, a larger epoch or an idle machine can."),
     TOO_FEW: "Fewer than 6 rounds give no verdict (docs/reading-figures.md).",
 }
 
@@ -150,22 +160,26 @@ class Diagnosis:
 
 
 def diagnosis_verdict(waiting: Samples, headroom: Samples, cpu_share: Samples | None = None) -> str:
-    """The verdict of the module's docstring, every comparison by `report.verdict`."""
+    """The verdict of the module's docstring: every line judged by `report.verdict`, whose word is said only when
+    the whole interval (so its unfavourable end) is past the line; an interval that holds a deciding line gives
+    `CANNOT_TELL`, never the kinder verdict."""
     share_line = verdict(waiting, "over", "under", against=NOT_INPUT_BOUND)
     keeps_up = verdict(headroom, "keeps up", "falls behind", against=1.0)
-    if TOO_FEW in (share_line, keeps_up):
+    if TOO_FEW in (share_line, keeps_up) or (cpu_share is not None and not cpu_share.enough):
         return TOO_FEW
     if share_line == "under":
         return "not input-bound"
-    if keeps_up == "falls behind" and share_line == "over":
+    if share_line == NO_DIFFERENCE or keeps_up == NO_DIFFERENCE:
+        return CANNOT_TELL
+    if keeps_up == "falls behind":
         degree = verdict(waiting, "over", "under", against=HIGHLY_INPUT_BOUND)
-        return {"over": "highly input-bound", "under": "moderately input-bound"}.get(degree, "input-bound")
-    if keeps_up == "keeps up":
-        if cpu_share is None:
-            return "keeps up"
-        cost = verdict(cpu_share, "costly", "cheap", against=CHEAP)
-        return {"costly": "keeps up, costly on shared cores", "cheap": "keeps up, cheap"}.get(cost, "keeps up")
-    return NOT_FIRM
+        return {"over": "highly input-bound", "under": "moderately input-bound"}.get(
+            degree, "input-bound, how much cannot tell at this size")
+    if cpu_share is None:
+        return "keeps up"
+    cost = verdict(cpu_share, "costly", "cheap", against=CHEAP)
+    return {"costly": "keeps up, costly on shared cores", "cheap": "keeps up, cheap"}.get(
+        cost, "keeps up, its cost cannot tell at this size")
 
 
 def describe_diagnosis(d: Diagnosis) -> str:
