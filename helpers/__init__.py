@@ -6,7 +6,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
       tfrecord_conversion.py    the record format, `write_tfrecords`, `parse_batch`, `read_tfrecords` (02)
       pydataset_autoencoder.py  PyDatasets over arrays and PNG files, the autoencoder, tf.data PNGs (03)
       tfdata_mnist.py           the training pipeline over plain file lists, cached, the article's MLP (04)
-      pipeline_profiling.py     block records over lists of files, the article's pipeline, timelines, cold reads (05)
+      pipeline_profiling.py     block records over lists of files, the article's pipeline (05)
       scaling_out.py            the multi-worker loop, tf.data service servers, the Beam pipeline (06)
       capstone_photos.py        the photo records, the photo pipelines, the classifier (07)
       resume_shuffle_grain.py   the id-logging MLP, exact resume with `fit`, index shuffles, Grain (08)
@@ -43,6 +43,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/grain_rates.py      08's rates: training from each loader on each backend, Grain's     08
                                 forms alone against tf.data and the GPU
     measure/diagnose.py         the method packaged: three timings, waiting and CPU shares, verdict  05 99
+    measure/timelines.py        pipeline timelines recorded as they run: stage spans, waits, steps   05
     measure/timeline_chart.py   pipeline timelines drawn side by side                                05
     measure/one_core.py         a pipeline alone in a child pinned to one CPU, and the copy ceiling  07
     measure/photo_charts.py     notebook 07's pictures: a photo folder, test photos and their guesses  07

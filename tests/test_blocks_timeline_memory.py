@@ -13,7 +13,8 @@ from helpers.measure.peak_memory import MemoryRun, peak_training_memory
 from helpers.data.standins import make_digits
 from helpers.storage.tfrecord import FeatureSpec, ShardError, write_shards
 from helpers.lessons import pipeline_profiling as lesson
-from helpers.lessons.pipeline_profiling import STEP, WAIT, parse_block_fn, record_timeline, start_spans, traced_map
+from helpers.lessons.pipeline_profiling import parse_block_fn
+from helpers.measure.timelines import STEP, WAIT, record_timeline, start_spans, traced_map
 from helpers.storage import blocks as plumbing
 from helpers.storage.blocks import block_file_name, read_block_index
 from tests.conftest import finishes_within, run_python

@@ -1,8 +1,8 @@
 """Pipeline timelines drawn side by side: one row per batch, one coloured bar per stage (notebook 05 §4 records
-them with its `traced_map` and `record_timeline`; this module only draws).
+them with `helpers.measure.timelines`; this module only draws).
 
 A timeline is anything with `rows` (per batch, a dict of stage -> (start, end) in seconds since the first request),
-`seconds` and `waiting_share`, as notebook 05's `Timeline` has.
+`seconds` and `waiting_share`, as `helpers.measure.timelines.Timeline` has.
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> from types import SimpleNamespace
