@@ -13,6 +13,8 @@ slow_ratio        0.665    0.537–0.769    0.525–0.822           -    -  para
                                                    cache parallel 167,701 records/s over 9 rounds
 thin_ratio        1.007    1.000–1.013    1.000–1.013      ≤ 1.05  yes  peak memory 5x / 1x
                                                    peak MiB (median of 2 rounds): stream 782, 787
+edge_ratio        1.437    1.005–1.882    1.005–1.882           -    -  grain / tf.data, printed 1.00–1.88
+                                                   200,000 digits, batch 1024, 8 rounds
 a_size            1.069                                    ≤ 1.10  yes  file bytes per pixel byte
                                                    8,380,000 bytes for 7,840,000 pixel bytes
 
@@ -31,15 +33,17 @@ def stored(tmp_path):
 
 def test_each_key_is_printed_with_its_row_figure_and_verdict(stored, capsys):
     figures = figures_by_row({"A": ["fast_ratio", "even_ratio"], "B": ["slow_ratio", "thin_ratio", "a_size"],
-                              "C": []}, stored)
+                              "C": [], "L": ["edge_ratio"]}, stored)
     lines = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()
-             if line[:1] in "AB" and line[1:3] == "  "}
+             if line[:1] in "ABL" and line[1:3] == "  "}
     assert lines["fast_ratio"].startswith("A ") and "2.35× (2.06–2.51)" in lines["fast_ratio"]
     assert lines["fast_ratio"].endswith("above 1") and lines["slow_ratio"].endswith("below 1")
     assert lines["even_ratio"].endswith("no measurable difference")
+    # printed "1.44× (1.00–1.88)": a low end that reads 1.00 is not above 1
+    assert "(1.00–1.88)" in lines["edge_ratio"] and lines["edge_ratio"].endswith("no measurable difference")
     assert lines["thin_ratio"].endswith("too few rounds to tell")   # 2 rounds: the range, not 95 %
     assert lines["a_size"].startswith("B ") and lines["a_size"].split()[-3:] == ["1.07×", "(a", "size)"]
-    assert set(figures) == {"fast_ratio", "even_ratio", "slow_ratio", "thin_ratio", "a_size"}
+    assert set(figures) == {"fast_ratio", "even_ratio", "slow_ratio", "thin_ratio", "edge_ratio", "a_size"}
     assert figures["slow_ratio"].median == 0.665
 
 

@@ -3,8 +3,9 @@ verdicts by the series' rule, which a too-close or too-short measurement cannot 
 import numpy as np
 
 from helpers.measure.core import Epoch, Rounds
-from helpers.measure.grain_rates import (BATCH_READS, GRAIN_BLOCKS, PER_RECORD, TF_DATA_BLOCKS, loader_rates,
-                                         report_backends, report_forms)
+from helpers.measure.grain_rates import (BATCH_READS, GRAIN_BLOCKS, PER_RECORD, TF_DATA_BLOCKS, displacement,
+                                         iterator_checkpoint_bytes, loader_rates, mean_class_run, report_backends,
+                                         report_forms)
 
 
 def rounds_of(rates: dict[str, list[float]], start_up: float = 0.01) -> Rounds:
@@ -49,3 +50,26 @@ def test_the_forms_report_names_each_gain_and_the_gpu(capsys):
     assert set(words) >= {f"GPU, {GRAIN_BLOCKS}", f"GPU, {TF_DATA_BLOCKS}"}
     out = capsys.readouterr().out
     assert "first batch, ms" in out and "10.0" in out and "the reference GPU" in out
+
+
+def test_the_shuffle_measures_tell_a_buffer_from_a_global_shuffle():
+    n = 2_000
+    labels = np.repeat(np.arange(10), n // 10)             # stored sorted by class
+    fair = np.random.default_rng(0).permutation(n)
+    assert displacement(np.arange(n)) == 0 and 0.3 < displacement(fair) < 0.37   # a fair shuffle: about 1/3
+    assert mean_class_run(labels) == n / 10 and mean_class_run(labels[fair]) < 1.2
+    windows = np.concatenate([np.random.default_rng(1).permutation(200) + s for s in range(0, n, 200)])
+    assert displacement(windows) < 0.05 and mean_class_run(labels[windows]) > 1.5   # a buffer-like order
+
+
+def test_an_iterator_checkpoint_holds_a_buffer_and_not_an_index_shuffle(tmp_path):
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).integers(0, 256, (400, 28, 28), dtype=np.uint8)
+    buffered = tf.data.Dataset.from_tensor_slices(x).shuffle(200, seed=1).batch(32)
+    by_index = tf.data.Dataset.range(400).map(
+        lambda i: tf.gather(x, tf.random.experimental.index_shuffle(i, [1, 0], 399))).batch(32)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    held = iterator_checkpoint_bytes(buffered, tmp_path / "a")
+    assert held > 100 * x[0].nbytes / 2, held               # the buffer's images, compressed at most 2:1
+    assert iterator_checkpoint_bytes(by_index, tmp_path / "b") < x[0].nbytes < held

@@ -38,6 +38,20 @@ def test_a_full_run_figure_is_judged_by_the_same_rule():
     assert verdict(FullRunFigure("k", 1.07, None, "")) == TOO_FEW                  # a size: no rounds
 
 
+def test_an_end_that_prints_as_one_holds_one():
+    # The stored run's grain_vs_tfdata_pipeline_alone: 1.437 (1.005–1.882), printed "1.44× (1.00–1.88)". A low end
+    # that reads 1.00 is not above 1, whether the figure is the full run's or this run's.
+    stored = FullRunFigure("k", 1.437, (1.005, 1.882), "")
+    assert around(stored) == "1.44× (1.00–1.88)" and verdict(stored) == NO_DIFFERENCE
+    assert verdict(FullRunFigure("k", 1.437, (1.006, 1.882), "")) == "faster"   # printed 1.01
+    live = Samples([1.004, 1.3, 1.25, 1.4, 1.22, 1.31])
+    assert around(live).endswith("(1.00–1.40)") and verdict(live) == NO_DIFFERENCE
+    assert verdict(live, fmt=".3f") == "faster"            # printed 1.004: above 1
+    assert verdict(live.scaled(1 / 1.4 * 0.996)) == NO_DIFFERENCE   # a high end that prints as 1.00
+    line = full_run_line("grain_vs_tfdata_pipeline_alone", above="faster", below="slower")
+    assert "faster" not in line and "slower" not in line, line
+
+
 def test_one_formatting_for_every_figure():
     figure = FullRunFigure("k", 1.2345, (1.1, 1.5), "")
     assert around(figure) == figure.brief() == "1.23× (1.10–1.50)"
@@ -64,10 +78,10 @@ def test_compare_prints_the_full_run_beside_with_its_size_and_verdict(capsys, tm
                       "  block records, 12 rounds\n", encoding="utf-8")
     monkeypatch.setattr(full_run, "FULL_RUN_FILE", stored)
     monkeypatch.setattr(full_run.full_run_figure, "__defaults__", (stored,))
-    compare(Samples([9.0] * 6), "Grain", "tf.data", full_run="grain_vs_tfdata", size="60,000 images, 600 here")
+    compare(Samples([9.0] * 6), "Grain", "tf.data", full_run="grain_vs_tfdata", size="200,000 images, 12,000 here")
     here, beside = capsys.readouterr().out.splitlines()
     assert here == "Grain against tf.data: 9.00× (9.00–9.00): faster here."
-    assert beside == ("  full run (60,000 images, 600 here): 1.44× (1.00–1.88): no measurable difference "
+    assert beside == ("  full run (200,000 images, 12,000 here): 1.44× (1.00–1.88): no measurable difference "
                       "(grain_vs_tfdata in helpers/measure/last_full_run.txt)")
 
 

@@ -85,23 +85,8 @@ def index_batches(x, y, batch_size, start, stop, seed=1):
 
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
-from pathlib import Path
-
-
-def iterator_checkpoint_bytes(dataset, directory, batches=3):
-    """Bytes of a `tf.train.Checkpoint` of an iterator over `dataset` after `batches` batches,
-    with tf.data's default optimizations off: they read ahead, and what is read ahead is saved."""
-    options = tf.data.Options()
-    options.experimental_optimization.apply_default_optimizations = False
-    iterator = iter(dataset.with_options(options))
-    for _ in range(batches):
-        next(iterator)
-    prefix = tf.train.Checkpoint(iterator=iterator).write(str(Path(directory) / "iterator"))
-    return sum(p.stat().st_size for p in Path(directory).glob(Path(prefix).name + "*"))
-
-
-# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 2. Exact resume: the position saved with the model
 import json
+from pathlib import Path
 
 
 class SavePosition(keras.callbacks.Callback):
@@ -194,20 +179,6 @@ def train_exact(model, x, y, directory, *, epochs, batch_size, save_every, seed=
         if epoch < epochs:
             model.fit(batches(epoch * per_epoch, epochs * per_epoch), steps_per_epoch=per_epoch,
                       initial_epoch=epoch, epochs=epochs, verbose=0, callbacks=[saver, *callbacks])
-
-
-# ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 3. A global shuffle without a buffer
-def displacement(order):
-    """Mean distance from each sample's stored position to its place in `order`, as a share
-    of the dataset."""
-    order = np.asarray(order)
-    return float(np.mean(np.abs(order - np.arange(len(order))))) / len(order)
-
-
-def mean_class_run(labels_in_order):
-    """Mean length of runs of one label in a row."""
-    labels = np.asarray(labels_in_order)
-    return len(labels) / (1 + int(np.count_nonzero(labels[1:] != labels[:-1])))
 
 
 # ---------------- defined in notebooks/08_resume_shuffle_grain.ipynb, section: 4. ArrayRecord and Grain

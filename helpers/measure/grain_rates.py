@@ -1,5 +1,7 @@
 """Notebook 08's rates, measured and reported: training from each loader on each backend (section 5), and Grain's
-forms of reading alone, against notebook 05's block records with tf.data and the reference GPU (section 6).
+forms of reading alone, against notebook 05's block records with tf.data and the reference GPU (section 6). Also
+its measures of a shuffle (sections 2 and 3): what an iterator checkpoint holds (`iterator_checkpoint_bytes`),
+how far samples move (`displacement`), and how long one class runs in a row (`mean_class_run`).
 
 Every rate is taken past each epoch's first step (`Rounds.past_start_up`); the first batch's wait is shown apart.
 Verdicts come from `helpers.measure.report`, the series' one rule.
@@ -13,9 +15,13 @@ Plumbing: it never imports the lesson's code (the sides it times are passed in).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
 
 from helpers.measure.core import Rounds, Samples, alternate, fit_epoch
 from helpers.measure.report import appetite, compare, full_run_line, table
+from helpers.measure.report import NO_DIFFERENCE, verdict  # noqa: F401 (notebook 08's checks take the rule here)
 
 # The names notebook 08 gives its section 6 sides: the per-record form, the batch reads of uncompressed records,
 # block records read by Grain, and block records read by tf.data.
@@ -66,3 +72,38 @@ def report_forms(proof: Rounds, batch: int, size: str, model: str = "mnist_mlp")
     feeds = appetite({name: proof.samples(name) for name in (GRAIN_BLOCKS, TF_DATA_BLOCKS)}, model, batch=batch)
     print(f"  {GRAIN_BLOCKS} against the reference GPU, {full_run_line('grain_pipeline_vs_gpu_bs1024', size=size)}")
     return words | {f"GPU, {name}": word for name, word in feeds.items()}
+
+
+def iterator_checkpoint_bytes(dataset, directory: str | Path, batches: int = 3) -> int:
+    """Bytes of a `tf.train.Checkpoint` of an iterator over `dataset` after `batches` batches, with tf.data's
+    default optimizations off: they read ahead, and what is read ahead is saved."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.experimental_optimization.apply_default_optimizations = False
+    iterator = iter(dataset.with_options(options))
+    for _ in range(batches):
+        next(iterator)
+    prefix = tf.train.Checkpoint(iterator=iterator).write(str(Path(directory) / "iterator"))
+    return sum(p.stat().st_size for p in Path(directory).glob(Path(prefix).name + "*"))
+
+
+def displacement(order) -> float:
+    """Mean distance from each sample's stored position to its place in `order`, as a share of the dataset
+    (a fair shuffle: about a third).
+
+    >>> displacement([0, 1, 2, 3]), displacement([3, 2, 1, 0])
+    (0.0, 0.5)
+    """
+    order = np.asarray(order)
+    return float(np.mean(np.abs(order - np.arange(len(order))))) / len(order)
+
+
+def mean_class_run(labels_in_order) -> float:
+    """Mean length of runs of one label in a row.
+
+    >>> mean_class_run([0, 0, 1, 1, 1, 2])
+    2.0
+    """
+    labels = np.asarray(labels_in_order)
+    return len(labels) / (1 + int(np.count_nonzero(labels[1:] != labels[:-1])))

@@ -50,15 +50,20 @@ def count_padding(batches: Iterable) -> Padding:
     return Padding(batches_seen, sequences, tokens, positions)
 
 
-def padding_table(ways: Mapping[str, Iterable]) -> dict[str, Padding]:
-    """Count each way of batching the same sequences, print one row each, and return the counts by name.
+def padding_table(ways: Mapping[str, Iterable | Padding]) -> dict[str, Padding]:
+    """Count each way of batching the same sequences (or take its `Padding`, counted already), print one row each,
+    and return the counts by name.
 
     >>> import tensorflow as tf
     >>> counts = padding_table({"padded": [(tf.constant([[5, 6], [7, 0]]), tf.constant([0, 1]))]})
     way     batches  sequences  tokens  positions  padded share
     padded        1          2       3          4           25%
+    >>> _ = padding_table({"counted": counts["padded"]})   # a count made already: printed as it is
+    way      batches  sequences  tokens  positions  padded share
+    counted        1          2       3          4           25%
     """
-    counts = {name: count_padding(batches) for name, batches in ways.items()}
+    counts = {name: batches if isinstance(batches, Padding) else count_padding(batches)
+              for name, batches in ways.items()}
     table({name: {"batches": c.batches, "sequences": c.sequences, "tokens": c.tokens, "positions": c.positions,
                   "padded share": c.share} for name, c in counts.items()},
           fmt={"batches": ",d", "sequences": ",d", "tokens": ",d", "positions": ",d", "padded share": ".0%"},

@@ -8,7 +8,8 @@ The verdict rule, the series' only one:
   rounds, at lower confidence, and the verdict is "too few rounds to tell", whatever the numbers.
 - With enough rounds, the word is said only when the **interval of the median ratio excludes 1** (or the
   reference a rate is held against): above it, the first word; below it, the second. An interval that holds 1
-  gives "no measurable difference".
+  gives "no measurable difference". The interval is judged **as printed** (`fmt`): an end that reads "1.00"
+  holds 1, so no line says "faster" beside "(1.00–1.88)".
 
 `verdict` applies the rule; every other function here takes its word from `verdict`. A figure of the stored
 full run (`helpers.measure.full_run`) is judged by the same rule: its interval is a 95 % one unless the run
@@ -45,19 +46,36 @@ def _enough(figure: Figure) -> bool:
     return figure.enough
 
 
-def verdict(figure: Figure, above: str = "faster", below: str = "slower", against: float = 1.0) -> str:
-    """The rule above: `above` or `below` when enough rounds put the interval on that side of `against`;
-    otherwise NO_DIFFERENCE or TOO_FEW. For a ratio of rates A/B, "faster" means A was faster.
+def _as_printed(value: float, fmt: str) -> float:
+    """`value` at the precision `fmt` prints it: 1.0049 at ".2f" is 1.0 (it reads "1.00").
+
+    >>> _as_printed(1.0049, ".2f"), _as_printed(186_431.4, ",.0f"), _as_printed(1.0049, ".1%")
+    (1.0, 186431.0, 1.005)
+    """
+    text = format(value, fmt).replace(",", "")
+    try:
+        return float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:   # a format that does not print a plain number: the value as it is
+        return value
+
+
+def verdict(figure: Figure, above: str = "faster", below: str = "slower", against: float = 1.0,
+            fmt: str = ".2f") -> str:
+    """The rule above: `above` or `below` when enough rounds put the interval, as `fmt` prints it, on that
+    side of `against`; otherwise NO_DIFFERENCE or TOO_FEW. For a ratio of rates A/B, "faster" means A was
+    faster. A low end of 1.004 prints as "1.00", which holds 1: no measurable difference.
 
     >>> from helpers.measure.core import Samples
     >>> verdict(Samples([1.2, 1.3, 1.25, 1.4, 1.22, 1.31])), verdict(Samples([0.9, 1.1, 1.0, 1.05, 0.95, 1.2]))
     ('faster', 'no measurable difference')
     >>> verdict(Samples([9.0, 9.2, 9.1])), verdict(Samples([800.0] * 6), "could feed it", "would starve it", 1000)
     ('too few rounds to tell', 'would starve it')
+    >>> verdict(Samples([1.004, 1.3, 1.25, 1.4, 1.22, 1.31]))   # printed 1.00–1.40: the interval holds 1
+    'no measurable difference'
     """
     if not _enough(figure):
         return TOO_FEW
-    low, high = figure.interval
+    low, high = (_as_printed(end, fmt) for end in figure.interval)
     return above if low > against else below if high < against else NO_DIFFERENCE
 
 
@@ -118,14 +136,14 @@ def goal(figure: Samples, target: str, what: str, fmt: str = ".2f", unit: str = 
 def full_run_line(key: str, fmt: str = ".2f", unit: str = "×", size: str | None = None,
                   above: str | None = None, below: str | None = None) -> str:
     """The stored full run's figure for `key`, to print beside this run's: its verdict by the rule when words
-    are given, the size it was measured at (`size`, e.g. "60,000 images, 6,000 here"), the file it comes from.
+    are given, the size it was measured at (`size`, e.g. "60,000 images an epoch, 8,192 here"), the file it comes from.
 
     >>> print(full_run_line("tfrecord_bytes_per_raw_byte", size="all of MNIST"))   # doctest: +ELLIPSIS
     full run (all of MNIST): ...× (tfrecord_bytes_per_raw_byte in helpers/measure/last_full_run.txt)
     """
     where = f"full run ({size})" if size else "full run"
     figure = full_run_figure(key)
-    word = f": {verdict(figure, above, below)}" if above and below and figure.interval else ""
+    word = f": {verdict(figure, above, below, fmt=fmt)}" if above and below and figure.interval else ""
     return f"{where}: {around(figure, fmt, unit)}{word} ({key} in helpers/measure/last_full_run.txt)"
 
 
@@ -144,15 +162,15 @@ def compare(ratio: Samples | Rounds, a: str = "", b: str = "", *, fmt: str = ".2
     tf.data against PIL: 1.27× (1.20–1.40): faster here.
     'faster'
     >>> word = compare(Samples([9.0, 9.2, 9.1]), "Grain", "tf.data", full_run="grain_vs_tfdata_pipeline_alone",
-    ...                size="60,000 images an epoch, 600 here")   # doctest: +ELLIPSIS
+    ...                size="200,000 images an epoch; 12,000 here")   # doctest: +ELLIPSIS
     Grain against tf.data: 9.10× (9.00–9.20): too few rounds to tell (3 rounds; 6 give a 95 % interval).
-      full run (60,000 images an epoch, 600 here): ...
+      full run (200,000 images an epoch; 12,000 here): 1.44× (1.00–1.88): no measurable difference ...
     """
     if not (label or a and b):
         raise ValueError("compare needs the two sides' names, a and b, or a label")
     if not hasattr(ratio, "median"):   # the Rounds: their paired ratio
         ratio = ratio.ratio(a, b)
-    word = verdict(ratio, above, below)
+    word = verdict(ratio, above, below, fmt=fmt)
     print(f"{label or f'{a} against {b}'}: {around(ratio, fmt)}: {_said(word, ratio)}.")
     if full_run:
         print(f"  {full_run_line(full_run, fmt, size=size, above=above, below=below)}")
@@ -193,7 +211,7 @@ def appetite(rates: Mapping[object, Samples], model: str, *, batch: int | None =
     for key, rate in rates.items():
         size = batch if batch is not None else key
         gpu[key] = gpu_appetite(model, size).samples_per_second
-        words[key] = verdict(rate, "could feed it", "would starve it", against=gpu[key])
+        words[key] = verdict(rate, "could feed it", "would starve it", against=gpu[key], fmt=",.0f")
         here = _here(model_here, key)
         alone = f"; the model alone here {around(here, ',.0f', '')}" if here is not None else ""
         name = f"batch {key}: the pipeline alone" if batch is None else f"{key} alone, batch {batch}:"

@@ -1,6 +1,6 @@
 # Notebook 08's saved code, pasted into an empty file, on plain inputs: small arrays trained with the exact recipe,
 # interrupted and resumed (the same ids, in the same order, to the same weights as a run never stopped), a resume
-# with another batch size refused, the index shuffle, the mixing measures, and Grain over ArrayRecord files written
+# with another batch size refused, the index shuffle, and Grain over ArrayRecord files written
 # in a temporary folder (by ArrayRecord's own writer, which Grain installs).
 import tempfile
 from pathlib import Path
@@ -68,12 +68,9 @@ with tempfile.TemporaryDirectory() as folder:
     backup = id_mlp(2 * epochs * n)
     train_with_backup(backup, x, y, folder / "backup", epochs=1, batch_size=batch, save_every=4)
     assert sorted(seen_ids(backup).tolist()) == list(range(n))
-    shuffled = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(n // 2).batch(batch)
-    assert iterator_checkpoint_bytes(shuffled, folder) > n // 2 * x[0].nbytes / 2, "a buffer's contents"
 
     order = grain_order(n)
-    assert sorted(order.tolist()) == list(range(n)) and displacement(np.arange(n)) == 0
-    assert displacement(order) > 0.2 and mean_class_run(np.sort(y)) > 20 > mean_class_run(np.sort(y)[order])
+    assert sorted(order.tolist()) == list(range(n)) and not np.array_equal(order, np.arange(n))
 
     files, samples = [folder / f"train-{i}.array_record" for i in range(2)], np.array_split(np.arange(n), 2)
     for path, part in zip(files, samples):                   # a record: the label's 8 bytes, then the image
