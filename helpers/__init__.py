@@ -33,7 +33,7 @@ Where each part lives (folder/module · its one job · the notebooks that import
     measure/gpu_reference.py    how fast a reference GPU trains the series' models                  05
     measure/full_run.py         the maintainers' last full benchmark run, read by key               99
                                 (last_full_run.txt beside it, installed with the package)
-    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 03 04 05 06 99
+    measure/report.py           a measurement reported in one line: verdict, comparison, GPU        01 02 03 04 05 06 08 99
                                 appetite, dot plot, table
     measure/figures_by_row.py   the stored full run's figures behind a table of choices, by row      99
     measure/padding.py          how much of a batch of token sequences is padding, counted           99

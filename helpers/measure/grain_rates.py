@@ -21,7 +21,6 @@ import numpy as np
 
 from helpers.measure.core import Rounds, Samples, alternate, fit_epoch
 from helpers.measure.report import appetite, compare, full_run_line, table
-from helpers.measure.report import NO_DIFFERENCE, verdict  # noqa: F401 (notebook 08's checks take the rule here)
 
 # The names notebook 08 gives its section 6 sides: the per-record form, the batch reads of uncompressed records,
 # block records read by Grain, and block records read by tf.data.
