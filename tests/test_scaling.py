@@ -181,15 +181,25 @@ def stand_in_cluster(programs):
     return cluster
 
 
-def test_the_busiest_live_worker_is_the_one_killed():
-    cluster = stand_in_cluster([SLEEP, SPIN, SLEEP])
+def holding_open(path):
+    return (f"from helpers.setup.processes import READY; f = open({str(path)!r}); print(READY, flush=True)\n"
+            "import time; time.sleep(600)")
+
+
+def test_the_worker_killed_is_one_with_a_file_open_under_the_folder(tmp_path):
+    shards, elsewhere = tmp_path / "shards, ü", tmp_path / "elsewhere"
+    shards.mkdir(), elsewhere.mkdir()
+    (shards / "train-0.tfrecord").write_bytes(b"x"), (elsewhere / "other").write_bytes(b"x")
+    cluster = stand_in_cluster([holding_open(elsewhere / "other"), holding_open(shards / "train-0.tfrecord"),
+                                SLEEP])
     try:
-        assert cluster.kill_busiest_worker() == 1
+        assert cluster.kill_worker_reading(shards) == 1
         assert cluster.children.processes["worker-1"].poll() is not None
-        assert cluster.kill_busiest_worker() in (0, 2)   # of the two sleepers left, either
-        cluster.kill_busiest_worker()
+        with pytest.raises(RuntimeError, match="no worker .* had a file under .* open within 0.3 s"):
+            cluster.kill_worker_reading(shards, patience=0.3)   # the one reading it is dead
+        cluster.kill_worker(0), cluster.kill_worker(2)
         with pytest.raises(RuntimeError, match="every worker"):
-            cluster.kill_busiest_worker()
+            cluster.kill_worker_reading(shards)
     finally:
         cluster.stop()
     assert cluster.leftovers() == []

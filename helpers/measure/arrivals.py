@@ -3,7 +3,7 @@ what comes out of a pipeline, out of the tf.data service, and into `fit`.
 
     all_ids = count_ids(dataset)           # {id: times it arrived}, from batches of (images, labels, ids)
     log = IdLog()                          # dataset.map(log.note): fit gets (images, labels); the ids are noted
-    seen, ended = read_until_silent(dataset, after=250, kill=cluster.kill_busiest_worker)
+    seen, ended = read_until_silent(dataset, after=250, kill=lambda: cluster.kill_worker_reading(folder))
 
 Introduced in notebooks/06_scaling_out.ipynb.
 """

@@ -83,20 +83,34 @@ class DataServiceCluster:
         """SIGKILL one worker, as if its machine had died."""
         self.children.kill(f"worker-{index}")
 
-    def kill_busiest_worker(self, window: float = 0.2) -> int:
-        """SIGKILL the live worker that used the most CPU over `window` seconds, so it dies in the middle of a batch
-        (the first live one where there is no /proc to read); return its index."""
+    def kill_worker_reading(self, folder, patience: float = 10.0) -> int:
+        """SIGKILL a live worker that has a file under `folder` open, so it dies in the middle of a file, holding
+        records it has not sent; return its index. Waits up to `patience` seconds for one (Linux: /proc/PID/fd);
+        where there is no /proc, the first live worker."""
+        live = self._live_workers()
+        deadline = time.monotonic() + patience
+        while True:
+            reading = [index for index in live if open_files_under(self._pid(index), folder)]
+            if reading or not Path("/proc").is_dir():
+                chosen = (reading or live)[0]
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no worker of this tf.data service had a file under {folder} open "
+                                   f"within {patience:g} s")
+            time.sleep(0.02)
+            live = self._live_workers()
+        self.kill_worker(chosen)
+        return chosen
+
+    def _pid(self, index: int) -> int:
+        return self.children.processes[f"worker-{index}"].pid
+
+    def _live_workers(self) -> list[int]:
         live = [int(name.split("-")[1]) for name in self.worker_names
                 if self.children.processes[name].poll() is None]
         if not live:
             raise RuntimeError("every worker of this tf.data service has been killed already")
-        pids = [self.children.processes[f"worker-{index}"].pid for index in live]
-        before = [cpu_ticks(pid) for pid in pids]
-        time.sleep(window)
-        used = [cpu_ticks(pid) - b for pid, b in zip(pids, before)]
-        busiest = live[used.index(max(used))]
-        self.kill_worker(busiest)
-        return busiest
+        return live
 
     def killer(self, index: int, step: int):
         """A Keras callback that SIGKILLs worker `index` after training step `step` (counted from 0), and counts the
@@ -140,13 +154,22 @@ class DataServiceCluster:
                 self.dispatcher = None
 
 
-def cpu_ticks(pid: int) -> int:
-    """The CPU time a process has used, in clock ticks (Linux: /proc/PID/stat), or 0 where there is no /proc."""
+def open_files_under(pid: int, folder) -> list[Path]:
+    """The files under `folder` that process `pid` has open (Linux: /proc/PID/fd), [] where that cannot be read."""
+    folder = Path(folder).resolve()
+    found = []
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
     except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])   # utime + stime
+        return []
+    for descriptor in descriptors:
+        try:
+            target = Path(descriptor.readlink())
+        except OSError:   # closed since the listing
+            continue
+        if target.is_relative_to(folder):
+            found.append(target)
+    return found
 
 
 def _running(pid: int) -> bool:
