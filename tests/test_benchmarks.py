@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +38,7 @@ if sys.platform.startswith("linux"):
 INDISTINGUISHABLE = "median ≥ 0.95 and holds 1"
 
 
+@pytest.mark.bench   # the quick benchmark run itself (a minute): .ci/run runs it apart, `pytest -m bench`
 def test_benchmark_runner_prints_one_json_object_with_every_key():
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--quick", "--json"],
@@ -216,6 +218,7 @@ def test_sigterm_during_the_bigger_than_ram_write_removes_what_it_wrote(tmp_path
     assert (stale / "part000.blocks.json").read_text() == "{}"
 
 
+@pytest.mark.bench   # the quick benchmark run itself (a minute): .ci/run runs it apart, `pytest -m bench`
 def test_the_bigger_than_ram_quick_run_prints_its_keys_and_leaves_nothing(tmp_path):
     import pytest
 

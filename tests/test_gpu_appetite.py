@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The script measured on this CPU and on JAX (40 s): .ci/run runs these apart, `pytest -m bench`.
+pytestmark = pytest.mark.bench
 
 
 def test_the_gpu_appetite_script_measures_every_model_at_each_batch_size():
