@@ -121,8 +121,6 @@ def test_a_full_run_leaves_out_the_modules_run_on_request_only():
 
 
 def test_a_dropped_file_leaves_the_page_cache_and_a_raw_read_brings_it_back(tmp_path):
-    import pytest
-
     from helpers.measure.cold_read import cached_fraction, cached_pages, can_drop_page_cache, drop_from_page_cache, \
         read_raw
 
@@ -141,8 +139,6 @@ def test_a_dropped_file_leaves_the_page_cache_and_a_raw_read_brings_it_back(tmp_
 
 
 def test_the_bigger_than_ram_run_plans_more_than_ram_and_refuses_without_the_space(tmp_path, monkeypatch, capsys):
-    import pytest
-
     from benchmarks import bench_bigger_than_ram as big
     from helpers.measure import cold_read
 
@@ -194,8 +190,6 @@ def test_sigterm_during_the_bigger_than_ram_write_removes_what_it_wrote(tmp_path
     import signal
     import time
 
-    import pytest
-
     if not hasattr(os, "posix_fadvise"):
         pytest.skip("the run needs posix_fadvise")
     stale = tmp_path / "bench-bigger-than-ram-killed"   # as a run killed outright leaves one: named, kept
@@ -220,8 +214,6 @@ def test_sigterm_during_the_bigger_than_ram_write_removes_what_it_wrote(tmp_path
 
 @pytest.mark.bench   # the quick benchmark run itself (a minute): .ci/run runs it apart, `pytest -m bench`
 def test_the_bigger_than_ram_quick_run_prints_its_keys_and_leaves_nothing(tmp_path):
-    import pytest
-
     if not hasattr(os, "posix_fadvise"):
         pytest.skip("the run needs posix_fadvise")
     out = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--json", "--only", "bigger_than_ram"],
@@ -252,7 +244,6 @@ def test_read_from_disk_reads_every_image_of_several_splits_once(tmp_path):
         assert sorted(ids) == list(range(1_000)), options
         assert (x == images[ids]).all() and (y == labels[ids]).all()
     write_block_split(write_blocks, images[:10].repeat(2, axis=1), labels[:10], tmp_path, "other", num_shards=1)
-    import pytest
     with pytest.raises(ValueError, match="differ in image spec"):
         read_from_disk(tmp_path, ["part000", "other"], 128)
 
@@ -261,8 +252,6 @@ def test_the_batched_block_reader_gives_read_blocks_rows_and_mixes_as_it_does(tm
     """`read_blocks_batched` (a step of bench_cold_steps) against the lesson's `read_blocks`: in the written
     order the same batches; shuffled, every row once with its label, full batches but the last, short blocks (the
     files' last) included, and each batch drawn from `mix_blocks` blocks as read_blocks draws it."""
-    import pytest
-
     from benchmarks.bench_cold_steps import read_blocks_batched
     from helpers.lessons.pipeline_profiling import read_blocks, write_blocks
 

@@ -165,7 +165,6 @@ def test_a_child_started_from_a_thread_survives_the_thread(tmp_path):
 # left afterwards) and two workers ending with the same weights are asserted by notebook 06's check cell, which
 # runs in this same test session. Below, the service's plumbing on stand-in workers: plain Python processes.
 
-SPIN = "from helpers.setup.processes import READY; print(READY, flush=True)\nwhile True: pass"
 SLEEP = "from helpers.setup.processes import READY; print(READY, flush=True); import time; time.sleep(600)"
 
 
