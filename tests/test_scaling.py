@@ -256,6 +256,27 @@ def test_read_until_silent_stops_waiting_for_what_a_dead_worker_held():
     assert sorted(whole) == list(range(6)) and ended
 
 
+def test_read_until_silent_raises_what_the_kill_or_the_dataset_raised_before_it():
+    from helpers.measure.arrivals import read_until_silent
+
+    def no_worker_reading():
+        raise RuntimeError("no worker of this tf.data service had a file under /x open within 10 s")
+
+    six = tf.data.Dataset.range(6).batch(2).map(lambda i: (i, i, i))
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="no worker of this tf.data service"):
+        read_until_silent(six, after=2, kill=no_worker_reading, silence=30, patience=30)
+    def one_batch_then_an_error():
+        yield np.zeros(2), np.zeros(2), np.arange(2)
+        raise ValueError("a bad record")
+
+    broken = tf.data.Dataset.from_generator(one_batch_then_an_error, output_signature=(
+        tf.TensorSpec((2,), tf.float64), tf.TensorSpec((2,), tf.float64), tf.TensorSpec((2,), tf.int64)))
+    with pytest.raises(tf.errors.OpError, match="a bad record"):
+        read_until_silent(broken, after=100, kill=lambda: None, silence=30, patience=30)
+    assert time.monotonic() - started < 20   # raised at once, not after the silence or the patience
+
+
 # ---------------------------------------------------------------- Beam
 
 

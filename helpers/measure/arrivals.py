@@ -58,22 +58,33 @@ def read_until_silent(dataset, after: int, kill: Callable[[], object], silence: 
                       patience: float = 60.0) -> tuple[Counter, bool]:
     """Read `dataset` (batches of `(images, labels, ids)`) in a thread, call `kill()` once `after` records have
     arrived, and stop waiting when nothing has arrived for `silence` seconds after it (`patience` before it).
-    Returns how many times each id arrived and whether the dataset ended by itself."""
+    Returns how many times each id arrived and whether the dataset ended by itself. An error of the dataset before
+    the kill, or of `kill()` itself, is raised here; after the kill, an error ends nothing (what the dead worker
+    held is what is missing)."""
     seen, done, killed = Counter(), threading.Event(), threading.Event()
+    failed: list[BaseException] = []
     last_arrival = [time.monotonic()]
 
     def consume() -> None:
-        for _, _, ids in dataset:
-            for i in ids.numpy():
-                seen[int(i)] += 1
-            last_arrival[0] = time.monotonic()
-            if sum(seen.values()) >= after and not killed.is_set():
-                killed.set()
-                kill()
+        try:
+            for _, _, ids in dataset:
+                for i in ids.numpy():
+                    seen[int(i)] += 1
+                last_arrival[0] = time.monotonic()
+                if sum(seen.values()) >= after and not killed.is_set():
+                    kill()
+                    killed.set()
+                    last_arrival[0] = time.monotonic()   # the silence counts from the kill, however long it took
+        except BaseException as error:
+            if not killed.is_set():
+                failed.append(error)
+            return
         done.set()
 
     threading.Thread(target=consume, daemon=True, name="read-until-silent").start()
     while not done.wait(0.1):
+        if failed:
+            raise failed[0]
         if time.monotonic() - last_arrival[0] > (silence if killed.is_set() else patience):
             break   # silent: what is still to come waits for the dead worker
     return seen, done.is_set()
